@@ -1,0 +1,90 @@
+"""What every route depends on: a database session and the authenticated caller."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Callable, Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
+from styrmin_backend.domain.roles import Role, role_allows
+from styrmin_backend.services import auth
+from styrmin_backend.services.principal import Principal
+from styrmin_backend.settings import Settings
+
+SESSION_COOKIE = "styrmin_session"
+CSRF_COOKIE = "styrmin_csrf"
+CSRF_HEADER = "X-CSRF-Token"
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    """A session whose work is committed when the route succeeds and rolled back when it fails."""
+    with request.app.state.session_factory() as session, session.begin():
+        yield session
+
+
+def get_settings_dep(request: Request) -> Settings:
+    """The server's settings."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+Db = Annotated[Session, Depends(get_db)]
+AppSettings = Annotated[Settings, Depends(get_settings_dep)]
+
+
+def csrf_token_for(session_token: str) -> str:
+    """The CSRF token bound to a session: only the holder of the session can know it."""
+    return hashlib.sha256(b"styrmin-csrf:" + session_token.encode()).hexdigest()[:43]
+
+
+def bearer_token(request: Request) -> str | None:
+    """The token of the request's ``Authorization: Bearer`` header, if any."""
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return None
+
+
+def authenticate_request(request: Request, db: Session) -> Principal:
+    """The caller of ``request``, by Bearer token or session cookie (with CSRF check on writes)."""
+    token = bearer_token(request)
+    if token is not None:
+        return auth.authenticate(db, token)
+    session_token = request.cookies.get(SESSION_COOKIE)
+    if not session_token:
+        raise NotAuthenticated("Sign in first: send an API token as 'Authorization: Bearer TOKEN'.")
+    principal = auth.authenticate(db, session_token)
+    if request.method not in _SAFE_METHODS:
+        sent = request.headers.get(CSRF_HEADER, "")
+        if not hmac.compare_digest(sent, csrf_token_for(session_token)):
+            raise NotAllowed(
+                f"The request lacks a valid {CSRF_HEADER} header; reload the page and try again."
+            )
+    return principal
+
+
+def require(role: Role) -> Callable[[Request, Session], Principal]:
+    """A dependency giving the caller, refusing anyone whose role is below ``role``."""
+
+    def dependency(request: Request, db: Db) -> Principal:
+        principal = authenticate_request(request, db)
+        if not role_allows(principal.role, role):
+            raise NotAllowed(
+                f'User "{principal.username}" has the role {principal.role.label}; this needs '
+                f"{role.label}. Ask an administrator to change the role."
+            )
+        return principal
+
+    return dependency
+
+
+Reader = Annotated[Principal, Depends(require(Role.READ_ONLY))]
+Writer = Annotated[Principal, Depends(require(Role.READ_WRITE))]
+Admin = Annotated[Principal, Depends(require(Role.ADMIN))]

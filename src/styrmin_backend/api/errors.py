@@ -1,0 +1,108 @@
+"""How the API answers errors: JSON with a message and, for bad input, the field."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from styrmin_backend.domain.errors import (
+    Conflict,
+    DomainError,
+    InvalidInput,
+    InvalidTransition,
+    NotAllowed,
+    NotAuthenticated,
+    NotFound,
+    Refused,
+)
+
+log = logging.getLogger("styrmin.api")
+
+
+class FieldError(BaseModel):
+    """One field that is wrong, and why."""
+
+    field: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error answer of the API."""
+
+    message: str
+    field: str | None = None
+    errors: list[FieldError] = []
+
+
+_STATUS: dict[type[DomainError], int] = {
+    InvalidInput: 422,
+    NotFound: 404,
+    Conflict: 409,
+    InvalidTransition: 409,
+    Refused: 403,
+    NotAllowed: 403,
+    NotAuthenticated: 401,
+}
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": text}
+    for code, text in {
+        401: "Not signed in, or the token is expired, revoked or of a deactivated user.",
+        403: "The caller's role does not allow this, or the request is refused.",
+        404: "Not found.",
+        409: "Conflicts with the current state.",
+        422: "The input is not valid; `field` names what to fix.",
+    }.items()
+}
+
+
+def error_response(status: int, message: str, field: str | None = None, **extra: Any) -> JSONResponse:
+    """A JSON error answer."""
+    body = ErrorBody(message=message, field=field, **extra).model_dump(mode="json")
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header", "cookie")]
+    return ".".join(parts) or str(loc[0] if loc else "request")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer domain errors, bad input and bugs as JSON errors, never as tracebacks."""
+
+    @app.exception_handler(DomainError)
+    async def _domain(_request: Request, error: DomainError) -> JSONResponse:
+        status = next((code for cls, code in _STATUS.items() if isinstance(error, cls)), 400)
+        return error_response(status, error.message, error.field)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_request: Request, error: RequestValidationError) -> JSONResponse:
+        fields = [
+            FieldError(field=_field_path(tuple(e.get("loc", ()))), message=str(e.get("msg", "invalid")))
+            for e in error.errors()
+        ]
+        first = fields[0] if fields else FieldError(field="request", message="invalid")
+        message = f"{first.field}: {first.message}"
+        if len(fields) > 1:
+            message += f" (and {len(fields) - 1} more)"
+        return error_response(422, message, first.field, errors=fields)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return error_response(error.status_code, str(error.detail))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, error: Exception) -> JSONResponse:
+        request_id = uuid.uuid4().hex[:12]
+        log.exception("Unexpected error on %s %s (request %s)", request.method, request.url.path, request_id)
+        return error_response(
+            500, f"Styrmin hit an unexpected error; the server log has details under request id {request_id}."
+        )

@@ -1,0 +1,321 @@
+"""Request and answer bodies of the API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from styrmin_backend.domain.deployments import DeploymentStatus
+from styrmin_backend.domain.roles import Role
+from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
+from styrmin_backend.services.changes import Configuration
+from styrmin_backend.services.tasks import TaskDetail
+from styrmin_backend.store.models import DeploymentRow, StepRow, TaskRow, TokenRow, UserRow
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Version = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+]
+ComponentName = Annotated[str, StringConstraints(min_length=1, max_length=63)]
+
+
+class Strict(BaseModel):
+    """A request body: unknown fields are refused so that a typo is never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- auth --------------------------------------------------------------------------------------
+
+
+class LoginRequest(Strict):
+    username: Name
+    password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+    token_name: Annotated[str, StringConstraints(max_length=128)] = "login"  # noqa: S105
+    expires_in_seconds: int | None = Field(
+        default=None, ge=60, le=10 * 365 * 24 * 3600, description="Lifetime; default: the server's setting."
+    )
+
+
+class IssuedTokenOut(BaseModel):
+    id: int
+    token: str = Field(description="The token itself; shown only now, store it safely.")
+    expires_at: datetime
+
+
+class SessionOut(BaseModel):
+    username: str
+    role: Role
+    expires_at: datetime
+    csrf_token: str
+
+
+class TokenCreateRequest(Strict):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    expires_in_seconds: int | None = Field(default=None, ge=60, le=10 * 365 * 24 * 3600)
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    kind: str
+    created_at: datetime
+    expires_at: datetime
+
+    @classmethod
+    def of(cls, row: TokenRow) -> TokenOut:
+        return cls(
+            id=row.id, name=row.name, kind=row.kind, created_at=row.created_at, expires_at=row.expires_at
+        )
+
+
+class WhoAmI(BaseModel):
+    username: str
+    role: Role
+    builtin: bool
+    token_kind: str
+
+
+# --- users -------------------------------------------------------------------------------------
+
+
+class UserOut(BaseModel):
+    username: str
+    role: Role
+    active: bool
+    builtin: bool = Field(description="Built-in users (styrmin-actions) have no password and cannot log in.")
+    has_password: bool
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: UserRow) -> UserOut:
+        return cls(
+            username=row.username,
+            role=Role(row.role),
+            active=row.is_active,
+            builtin=row.is_builtin,
+            has_password=row.password_hash is not None,
+            created_at=row.created_at,
+        )
+
+
+class UserCreateRequest(Strict):
+    username: Name
+    role: Role
+    password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+class UserUpdateRequest(Strict):
+    role: Role | None = None
+    active: bool | None = None
+
+
+class PasswordRequest(Strict):
+    password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+class PasswordResetOut(BaseModel):
+    username: str
+    password: str = Field(description="The new password; shown only now.")
+
+
+# --- deployments -------------------------------------------------------------------------------
+
+
+class ConfigurationIn(Strict):
+    values: dict[str, Any] = Field(default_factory=dict, description="Helm values for the driver's chart.")
+    images: dict[ComponentName, Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(
+        default_factory=dict,
+        description="Image override per component; may contain {{ app.version }}.",
+    )
+    env: dict[
+        ComponentName,
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)],
+            Annotated[str, StringConstraints(max_length=32768)],
+        ],
+    ] = Field(default_factory=dict, description="Env vars per component, set on its component container.")
+
+    def to_domain(self) -> Configuration:
+        return Configuration(
+            values=self.values, images=dict(self.images), env={k: dict(v) for k, v in self.env.items()}
+        )
+
+
+class DeploymentCreateRequest(Strict):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=53)]
+    namespace: Annotated[str, StringConstraints(min_length=1, max_length=63)]
+    driver: Name
+    driver_version: Version
+    app_version: Version | None = Field(
+        default=None, description="Default: the driver's application version."
+    )
+    configuration: ConfigurationIn = Field(default_factory=ConfigurationIn)
+
+
+class UpgradeRequest(Strict):
+    app_version: Version | None = None
+    driver_version: Version | None = None
+    started_by_step: int | None = Field(default=None, ge=1, description="Set by Styrmin's actions only.")
+
+
+class ComponentsRequest(Strict):
+    components: list[ComponentName] = Field(min_length=1, max_length=100)
+    started_by_step: int | None = Field(default=None, ge=1, description="Set by Styrmin's actions only.")
+
+
+class DeploymentOut(BaseModel):
+    name: str
+    namespace: str
+    cluster: str
+    driver: str
+    driver_version: str
+    app_version: str
+    configuration: dict[str, Any]
+    stopped_components: list[str]
+    status: DeploymentStatus
+    revision: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: DeploymentRow) -> DeploymentOut:
+        return cls(
+            name=row.name,
+            namespace=row.namespace,
+            cluster=row.cluster,
+            driver=row.driver_name,
+            driver_version=row.driver_version,
+            app_version=row.app_version,
+            configuration=row.configuration,
+            stopped_components=list(row.stopped_components),
+            status=DeploymentStatus(row.status),
+            revision=row.last_revision,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
+
+
+# --- tasks -------------------------------------------------------------------------------------
+
+
+class TaskSummary(BaseModel):
+    id: int
+    type: TaskType
+    status: TaskStatus
+    deployment: str
+    revision: int | None
+    requested_by: str
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    error: str | None
+    parent_task_id: int | None
+
+    @classmethod
+    def of(cls, row: TaskRow) -> TaskSummary:
+        return cls(
+            id=row.id,
+            type=TaskType(row.type),
+            status=TaskStatus(row.status),
+            deployment=row.deployment_name,
+            revision=row.revision,
+            requested_by=row.requested_by,
+            created_at=row.created_at,
+            started_at=row.started_at,
+            ended_at=row.ended_at,
+            error=row.error,
+            parent_task_id=row.parent_task_id,
+        )
+
+
+class ChangeOut(BaseModel):
+    deployment: DeploymentOut
+    task: TaskSummary | None = Field(
+        description="The task that carries out the change; null when nothing changes."
+    )
+
+
+class TaskPageOut(BaseModel):
+    items: list[TaskSummary]
+    next_before: int | None = Field(
+        description="Pass as ?before= to get the next page; null on the last page."
+    )
+
+
+class StartedTaskOut(BaseModel):
+    id: int
+    type: TaskType
+    status: TaskStatus
+    error: str | None
+    result: dict[str, Any] | None
+
+
+class StepOut(BaseModel):
+    id: int
+    position: int
+    name: str
+    status: StepStatus
+    started_at: datetime | None
+    ended_at: datetime | None
+    error: str | None
+    output_tail: str | None = Field(description="The kept end of a failed Job's output.")
+    output_truncated: bool = Field(description="True when earlier output was cut.")
+    notes: list[str]
+    flow_run_id: str | None
+    started_tasks: list[StartedTaskOut]
+
+
+class StartedByOut(BaseModel):
+    task_id: int
+    task_type: TaskType
+    step_id: int
+    step_name: str
+
+
+class TaskOut(TaskSummary):
+    result: dict[str, Any] | None
+    started_by: StartedByOut | None
+    steps: list[StepOut]
+
+    @classmethod
+    def of_detail(cls, detail: TaskDetail) -> TaskOut:
+        summary = TaskSummary.of(detail.task)
+        by = detail.started_by
+        return cls(
+            **summary.model_dump(),
+            result=detail.task.result,
+            started_by=StartedByOut(
+                task_id=by.task_id,
+                task_type=TaskType(by.task_type),
+                step_id=by.step_id,
+                step_name=by.step_name,
+            )
+            if by
+            else None,
+            steps=[_step_out(step, detail.started_tasks.get(step.id, [])) for step in detail.steps],
+        )
+
+
+def _step_out(step: StepRow, started: list[TaskRow]) -> StepOut:
+    return StepOut(
+        id=step.id,
+        position=step.position,
+        name=step.name,
+        status=StepStatus(step.status),
+        started_at=step.started_at,
+        ended_at=step.ended_at,
+        error=step.error,
+        output_tail=step.output_tail,
+        output_truncated=step.output_truncated,
+        notes=list(step.notes),
+        flow_run_id=step.flow_run_id,
+        started_tasks=[
+            StartedTaskOut(
+                id=t.id, type=TaskType(t.type), status=TaskStatus(t.status), error=t.error, result=t.result
+            )
+            for t in started
+        ],
+    )

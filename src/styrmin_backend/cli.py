@@ -1,0 +1,75 @@
+"""The `styrmin` command: run the server (and, with `up`, everything on one machine)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+import uvicorn
+from rich.console import Console
+
+from styrmin_backend.api import create_app
+from styrmin_backend.bootstrap import prepare_database
+from styrmin_backend.settings import Settings
+from styrmin_backend.store.db import make_engine
+from styrmin_backend.store.migrate import upgrade_database
+
+app = typer.Typer(help="Styrmin control plane.", no_args_is_help=True, add_completion=False)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+console = Console(stderr=True)
+
+
+def _serve(settings: Settings, host: str | None, port: int | None) -> None:
+    if host:
+        settings.host = host
+    if port is not None:
+        settings.port = port
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    prepared = prepare_database(settings)
+    url = settings.effective_public_url
+    console.print(f"[bold]Styrmin[/] serves on {url}  (API docs: {url}/api/docs)")
+    if prepared.first_admin and prepared.first_admin.generated_password:
+        console.print(
+            f"Log in as [bold]admin[/] with password [bold]{prepared.first_admin.generated_password}[/] "
+            f"(shown once; also in {prepared.first_admin.password_file})"
+        )
+    elif prepared.first_admin:
+        console.print("Log in as [bold]admin[/] with the password from STYRMIN_ADMIN_PASSWORD.")
+    else:
+        console.print(f"Log in as admin (first password in {settings.data_dir / 'admin-password.txt'}).")
+    uvicorn.run(
+        create_app(settings, prepared.engine),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+    )
+
+
+HostOption = Annotated[str | None, typer.Option(help="Bind address (default: STYRMIN_HOST).")]
+PortOption = Annotated[int | None, typer.Option(help="Port (default: STYRMIN_PORT).")]
+
+
+@app.command()
+def up(host: HostOption = None, port: PortOption = None) -> None:
+    """Run Styrmin on this machine with embedded defaults (SQLite in the data dir)."""
+    _serve(Settings(), host, port)
+
+
+@app.command()
+def server(host: HostOption = None, port: PortOption = None) -> None:
+    """Run the API server (production: set STYRMIN_DATABASE_URL to PostgreSQL)."""
+    _serve(Settings(), host, port)
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Apply the database migrations."""
+    settings = Settings()
+    upgrade_database(make_engine(settings.effective_database_url))
+    console.print("The database schema is current.")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,40 @@
+"""Errors of the domain: each says what failed, why and what to do, and names its field."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """A request the product's rules do not allow."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidInput(DomainError):
+    """The request's input is not valid."""
+
+
+class NotFound(DomainError):
+    """The thing the request names does not exist."""
+
+
+class Conflict(DomainError):
+    """The request conflicts with the current state (e.g. a name already taken)."""
+
+
+class Refused(DomainError):
+    """The request is understood but the product refuses it (e.g. a built-in user's password)."""
+
+
+class InvalidTransition(DomainError):
+    """A task or step was asked to move to a status it cannot reach from where it is."""
+
+
+class NotAuthenticated(DomainError):
+    """The credentials are missing, wrong, expired or revoked, or the user is deactivated."""
+
+
+class NotAllowed(DomainError):
+    """The caller is signed in but their role does not allow the request."""

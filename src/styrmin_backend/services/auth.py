@@ -1,0 +1,141 @@
+"""Logins, tokens and sessions: minting, checking and revoking."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from styrmin_backend.clock import as_utc, utcnow
+from styrmin_backend.domain.errors import InvalidInput, NotAuthenticated, NotFound, Refused
+from styrmin_backend.domain.roles import Role
+from styrmin_backend.domain.users import ACTIONS_USERNAME, check_login_allowed
+from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.secrets import hash_token, new_token, verify_password
+from styrmin_backend.store.models import TokenRow, UserRow
+
+
+class TokenKind(StrEnum):
+    """What a token was made for."""
+
+    SESSION = "session"
+    API = "api"
+    ACTIONS = "actions"
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A token just made: the only moment its plain value exists."""
+
+    id: int
+    token: str
+    expires_at: datetime
+
+
+def login(session: Session, username: str, password: str) -> UserRow:
+    """The user that ``username`` and ``password`` identify; raises NotAuthenticated otherwise."""
+    check_login_allowed(username)
+    user = session.scalars(select(UserRow).where(UserRow.username == username)).one_or_none()
+    if not verify_password(user.password_hash if user else None, password) or user is None:
+        raise NotAuthenticated("The user name or password is wrong.", field="password")
+    if not user.is_active:
+        raise NotAuthenticated(
+            f'The user "{username}" is deactivated; ask an administrator to activate it.', field="username"
+        )
+    return user
+
+
+def issue_token(
+    session: Session, user: UserRow, kind: TokenKind, lifetime: timedelta, name: str = ""
+) -> IssuedToken:
+    """Make a token of ``kind`` for ``user``, valid for ``lifetime``; only its hash is stored."""
+    if lifetime <= timedelta(0):
+        raise InvalidInput("A token's lifetime must be positive.", field="expires_in")
+    token = new_token()
+    now = utcnow()
+    row = TokenRow(
+        user_id=user.id,
+        kind=kind.value,
+        name=name,
+        token_hash=hash_token(token),
+        created_at=now,
+        expires_at=now + lifetime,
+    )
+    session.add(row)
+    session.flush()
+    return IssuedToken(id=row.id, token=token, expires_at=row.expires_at)
+
+
+def authenticate(session: Session, token: str) -> Principal:
+    """The principal of ``token``; raises NotAuthenticated saying why it is not accepted."""
+    found = session.execute(
+        select(TokenRow, UserRow)
+        .join(UserRow, UserRow.id == TokenRow.user_id)
+        .where(TokenRow.token_hash == hash_token(token))
+    ).one_or_none()
+    if found is None:
+        raise NotAuthenticated("The token is not valid; log in again to get a new one.")
+    row, user = found.tuple()
+    if row.revoked_at is not None:
+        raise NotAuthenticated("The token was revoked; log in again to get a new one.")
+    if as_utc(row.expires_at) <= utcnow():
+        raise NotAuthenticated("The token has expired; log in again to get a new one.")
+    if not user.is_active:
+        raise NotAuthenticated(
+            f'The user "{user.username}" is deactivated, so its tokens are refused; '
+            "an administrator can activate it again."
+        )
+    return Principal(
+        user_id=user.id,
+        username=user.username,
+        role=Role(user.role),
+        is_builtin=user.is_builtin,
+        token_id=row.id,
+        token_kind=row.kind,
+    )
+
+
+def revoke_token(session: Session, token_id: int, *, by: Principal) -> None:
+    """Revoke token ``token_id``: its owner or an admin may; an actions token only by Styrmin itself."""
+    row = session.get(TokenRow, token_id)
+    if row is None or (row.user_id != by.user_id and by.role is not Role.ADMIN):
+        raise NotFound(f"There is no token {token_id} of yours.", field="token_id")
+    if row.kind == TokenKind.ACTIONS and by.token_id != token_id:
+        raise Refused(
+            f"Token {token_id} belongs to a reconciliation of {ACTIONS_USERNAME}; Styrmin revokes it when "
+            "the reconciliation ends. To stop actions from calling the API, deactivate the user.",
+            field="token_id",
+        )
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+
+
+def list_tokens(session: Session, user_id: int) -> list[TokenRow]:
+    """The tokens of ``user_id`` that are neither revoked nor expired, newest first."""
+    rows = session.scalars(
+        select(TokenRow)
+        .where(TokenRow.user_id == user_id, TokenRow.revoked_at.is_(None))
+        .order_by(TokenRow.id.desc())
+    ).all()
+    now = utcnow()
+    return [row for row in rows if as_utc(row.expires_at) > now]
+
+
+def mint_actions_token(session: Session, lifetime: timedelta) -> IssuedToken:
+    """A short-lived token of styrmin-actions for one reconciliation (internal: no endpoint makes one)."""
+    user = session.scalars(select(UserRow).where(UserRow.username == ACTIONS_USERNAME)).one()
+    return issue_token(session, user, TokenKind.ACTIONS, lifetime, name="reconciliation")
+
+
+def revoke_actions_token(session: Session, token_id: int) -> None:
+    """Revoke a reconciliation's styrmin-actions token when the reconciliation ends, however it ends."""
+    session.execute(
+        update(TokenRow)
+        .where(
+            TokenRow.id == token_id, TokenRow.kind == TokenKind.ACTIONS.value, TokenRow.revoked_at.is_(None)
+        )
+        .values(revoked_at=utcnow())
+    )

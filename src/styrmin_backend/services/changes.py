@@ -1,0 +1,282 @@
+"""Changes to deployments: each records the next revision and a pending task for the agent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.deployments import DeploymentStatus, check_deployment_name, check_namespace
+from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound, Refused
+from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.services.drivers import DriverInfo, get_driver_info
+from styrmin_backend.services.principal import Principal
+from styrmin_backend.store.models import ChangeRow, DeploymentRow, StepRow, TaskRow
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """A deployment's configuration: Helm values, per-component image overrides and env vars."""
+
+    values: dict[str, Any]
+    images: dict[str, str]
+    env: dict[str, dict[str, str]]
+
+    def as_json(self) -> dict[str, Any]:
+        """The configuration as stored and sent to the agent."""
+        return {"values": self.values, "images": self.images, "env": self.env}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Configuration:
+        """The configuration stored as ``data``."""
+        return cls(values=data.get("values", {}), images=data.get("images", {}), env=data.get("env", {}))
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The hook step of a running task whose action requested this change (links the new task)."""
+
+    task_id: int
+    step_id: int
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recorded change and its pending task; ``task`` is None when there was nothing to change."""
+
+    deployment: DeploymentRow
+    task: TaskRow | None
+
+
+def get_deployment(session: Session, name: str) -> DeploymentRow:
+    """The deployment called ``name``; raises NotFound."""
+    row = session.scalars(select(DeploymentRow).where(DeploymentRow.name == name)).one_or_none()
+    if row is None or row.status == DeploymentStatus.DELETED:
+        raise NotFound(f'There is no deployment "{name}".', field="name")
+    return row
+
+
+def list_deployments(session: Session) -> list[DeploymentRow]:
+    """Every deployment that is not deleted, by name."""
+    return list(
+        session.scalars(
+            select(DeploymentRow)
+            .where(DeploymentRow.status != DeploymentStatus.DELETED.value)
+            .order_by(DeploymentRow.name)
+        )
+    )
+
+
+def create_deployment(
+    session: Session,
+    *,
+    by: Principal,
+    name: str,
+    namespace: str,
+    driver_name: str,
+    driver_version: str,
+    app_version: str | None,
+    configuration: Configuration,
+    cluster: str = "local",
+) -> Recorded:
+    """Record a deployment and its create change; the agent installs it."""
+    check_deployment_name(name)
+    check_namespace(namespace)
+    driver = get_driver_info(session, driver_name, driver_version)
+    _check_configuration(driver, configuration)
+    existing = session.scalars(select(DeploymentRow).where(DeploymentRow.name == name)).one_or_none()
+    if existing is not None and existing.status != DeploymentStatus.DELETED:
+        raise Conflict(f'A deployment "{name}" already exists; choose another name.', field="name")
+    if existing is not None:
+        session.delete(existing)
+        session.flush()
+    now = utcnow()
+    deployment = DeploymentRow(
+        name=name,
+        namespace=namespace,
+        cluster=cluster,
+        driver_name=driver.name,
+        driver_version=driver.version,
+        app_version=app_version or driver.default_app_version,
+        configuration=configuration.as_json(),
+        stopped_components=[],
+        status=DeploymentStatus.PENDING.value,
+        last_revision=0,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(deployment)
+    try:
+        session.flush()
+    except IntegrityError as error:
+        raise Conflict(f'A deployment "{name}" already exists; choose another name.', field="name") from error
+    spec = {
+        "driver_version": deployment.driver_version,
+        "app_version": deployment.app_version,
+        "configuration": deployment.configuration,
+    }
+    return Recorded(deployment, _record_change(session, deployment, TaskType.CREATE, spec, by, None))
+
+
+def upgrade_deployment(
+    session: Session,
+    name: str,
+    *,
+    by: Principal,
+    app_version: str | None,
+    driver_version: str | None,
+    origin: Origin | None = None,
+) -> Recorded:
+    """Record an upgrade of the application and/or driver version; no task when both already match."""
+    if app_version is None and driver_version is None:
+        raise InvalidInput(
+            "Say what to upgrade: give app_version, driver_version or both.", field="app_version"
+        )
+    deployment = _get_changeable(session, name)
+    target_driver = driver_version or deployment.driver_version
+    target_app = app_version or deployment.app_version
+    if target_driver == deployment.driver_version and target_app == deployment.app_version:
+        return Recorded(deployment, None)
+    driver = get_driver_info(session, deployment.driver_name, target_driver)
+    _check_configuration(driver, Configuration.from_json(deployment.configuration))
+    spec = {
+        "from_app_version": deployment.app_version,
+        "to_app_version": target_app,
+        "from_driver_version": deployment.driver_version,
+        "to_driver_version": target_driver,
+        "configuration": deployment.configuration,
+    }
+    deployment.app_version = target_app
+    deployment.driver_version = target_driver
+    return Recorded(deployment, _record_change(session, deployment, TaskType.UPGRADE, spec, by, origin))
+
+
+def configure_deployment(
+    session: Session, name: str, *, by: Principal, configuration: Configuration
+) -> Recorded:
+    """Record a new configuration (values, image overrides, env vars), applied without hooks."""
+    deployment = _get_changeable(session, name)
+    driver = get_driver_info(session, deployment.driver_name, deployment.driver_version)
+    _check_configuration(driver, configuration)
+    deployment.configuration = configuration.as_json()
+    spec = {"configuration": deployment.configuration}
+    return Recorded(deployment, _record_change(session, deployment, TaskType.CONFIGURE, spec, by, None))
+
+
+def set_components_running(
+    session: Session,
+    name: str,
+    *,
+    by: Principal,
+    components: list[str],
+    running: bool,
+    origin: Origin | None = None,
+) -> Recorded:
+    """Record a stop (``running=False``) or start of ``components``."""
+    deployment = _get_changeable(session, name)
+    driver = get_driver_info(session, deployment.driver_name, deployment.driver_version)
+    if not components:
+        raise InvalidInput("Name at least one component.", field="components")
+    unknown = [c for c in components if c not in driver.components]
+    if unknown:
+        raise InvalidInput(
+            f'Deployment "{name}" has no component {", ".join(repr(c) for c in unknown)}; '
+            f"its components are {', '.join(driver.components)}.",
+            field="components",
+        )
+    stopped = set(deployment.stopped_components)
+    stopped = stopped - set(components) if running else stopped | set(components)
+    deployment.stopped_components = sorted(stopped)
+    task_type = TaskType.START if running else TaskType.STOP
+    spec = {"components": list(dict.fromkeys(components))}
+    return Recorded(deployment, _record_change(session, deployment, task_type, spec, by, origin))
+
+
+def delete_deployment(session: Session, name: str, *, by: Principal) -> Recorded:
+    """Record the removal of a deployment: the agent uninstalls it."""
+    deployment = _get_changeable(session, name)
+    deployment.status = DeploymentStatus.DELETING.value
+    return Recorded(deployment, _record_change(session, deployment, TaskType.DELETE, {}, by, None))
+
+
+def origin_of(session: Session, by: Principal, step_id: int | None) -> Origin | None:
+    """The origin of a change that an action asked for from hook step ``step_id``; only actions may."""
+    if step_id is None:
+        return None
+    if not by.is_builtin:
+        raise Refused(
+            "Only Styrmin's actions can link a change to a hook step; leave started_by_step out.",
+            field="started_by_step",
+        )
+    step = session.get(StepRow, step_id)
+    if step is None:
+        raise InvalidInput(f"There is no step {step_id}.", field="started_by_step")
+    return Origin(task_id=step.task_id, step_id=step.id)
+
+
+def _get_changeable(session: Session, name: str) -> DeploymentRow:
+    deployment = get_deployment(session, name)
+    if deployment.status == DeploymentStatus.DELETING:
+        raise Conflict(f'Deployment "{name}" is being deleted; it accepts no more changes.', field="name")
+    return deployment
+
+
+def _check_configuration(driver: DriverInfo, configuration: Configuration) -> None:
+    for field, keys in (("images", configuration.images), ("env", configuration.env)):
+        unknown = [key for key in keys if key not in driver.components]
+        if unknown:
+            raise InvalidInput(
+                f"configuration.{field}: driver {driver.name}@{driver.version} has no component "
+                f"{', '.join(repr(k) for k in unknown)}; its components are {', '.join(driver.components)}.",
+                field=f"configuration.{field}",
+            )
+
+
+def _record_change(
+    session: Session,
+    deployment: DeploymentRow,
+    task_type: TaskType,
+    spec: dict[str, Any],
+    by: Principal,
+    origin: Origin | None,
+) -> TaskRow:
+    # One UPDATE ... RETURNING makes the revision atomic on both engines, with no read-modify-write race.
+    revision = session.execute(
+        update(DeploymentRow)
+        .where(DeploymentRow.id == deployment.id)
+        .values(last_revision=DeploymentRow.last_revision + 1, updated_at=utcnow())
+        .returning(DeploymentRow.last_revision)
+    ).scalar_one()
+    deployment.last_revision = revision
+    if task_type is not TaskType.DELETE:
+        deployment.status = DeploymentStatus.DEPLOYING.value
+    now = utcnow()
+    change = ChangeRow(
+        deployment_id=deployment.id,
+        revision=revision,
+        type=task_type.value,
+        spec=spec,
+        requested_by=by.username,
+        created_at=now,
+    )
+    session.add(change)
+    session.flush()
+    task = TaskRow(
+        type=task_type.value,
+        status=TaskStatus.PENDING.value,
+        deployment_id=deployment.id,
+        deployment_name=deployment.name,
+        change_id=change.id,
+        revision=revision,
+        requested_by=by.username,
+        created_at=now,
+        parent_task_id=origin.task_id if origin else None,
+        parent_step_id=origin.step_id if origin else None,
+    )
+    session.add(task)
+    session.flush()
+    return task

@@ -1,0 +1,42 @@
+"""Password hashing (argon2) and API tokens (random, stored only as a SHA-256 hash)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+TOKEN_PREFIX = "sty_"  # noqa: S105 - a marker, not a secret
+_hasher = PasswordHasher()
+# A hash to verify against when the user does not exist, so that a login takes as long either way.
+_DUMMY_HASH = _hasher.hash("styrmin-no-such-user")
+
+
+def hash_password(password: str) -> str:
+    """The argon2 hash of ``password``."""
+    return _hasher.hash(password)
+
+
+def verify_password(password_hash: str | None, password: str) -> bool:
+    """Whether ``password`` matches ``password_hash`` (always False for no hash, in constant effort)."""
+    try:
+        return _hasher.verify(password_hash or _DUMMY_HASH, password) and password_hash is not None
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def new_token() -> str:
+    """A new random API token, shown to its owner once."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    """How a token is stored: tokens carry 256 random bits, so a fast hash is as safe as a slow one."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_password() -> str:
+    """A new random password for a generated admin or a reset."""
+    return secrets.token_urlsafe(18)

@@ -1,0 +1,94 @@
+"""Reading tasks: filtered pages of the list, and one task with its steps and links."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from styrmin_backend.domain.errors import NotFound
+from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.store.models import StepRow, TaskRow
+
+MAX_PAGE_SIZE = 500
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """Tasks newest first; ``next_before`` is the cursor of the next page, None on the last."""
+
+    items: list[TaskRow]
+    next_before: int | None
+
+
+@dataclass(frozen=True)
+class StartedBy:
+    """The hook step and task whose action started a task."""
+
+    task_id: int
+    task_type: str
+    step_id: int
+    step_name: str
+
+
+@dataclass(frozen=True)
+class TaskDetail:
+    """A task with its steps in order, the tasks each step started, and what started it."""
+
+    task: TaskRow
+    steps: list[StepRow]
+    started_tasks: dict[int, list[TaskRow]]
+    started_by: StartedBy | None
+
+
+def list_tasks(
+    session: Session,
+    *,
+    deployment: str | None = None,
+    task_type: TaskType | None = None,
+    status: TaskStatus | None = None,
+    limit: int = 50,
+    before: int | None = None,
+) -> TaskPage:
+    """A page of tasks, newest first, filtered by deployment name, type and status."""
+    query = select(TaskRow).order_by(TaskRow.id.desc()).limit(min(limit, MAX_PAGE_SIZE) + 1)
+    if deployment is not None:
+        query = query.where(TaskRow.deployment_name == deployment)
+    if task_type is not None:
+        query = query.where(TaskRow.type == task_type.value)
+    if status is not None:
+        query = query.where(TaskRow.status == status.value)
+    if before is not None:
+        query = query.where(TaskRow.id < before)
+    rows = list(session.scalars(query))
+    size = min(limit, MAX_PAGE_SIZE)
+    if len(rows) > size:
+        return TaskPage(rows[:size], rows[size - 1].id)
+    return TaskPage(rows, None)
+
+
+def get_task_detail(session: Session, task_id: int) -> TaskDetail:
+    """Task ``task_id`` with everything the task view shows; raises NotFound."""
+    task = session.get(TaskRow, task_id)
+    if task is None:
+        raise NotFound(f"There is no task {task_id}.", field="task_id")
+    steps = list(
+        session.scalars(select(StepRow).where(StepRow.task_id == task_id).order_by(StepRow.position))
+    )
+    started: dict[int, list[TaskRow]] = {}
+    for child in session.scalars(
+        select(TaskRow).where(TaskRow.parent_task_id == task_id).order_by(TaskRow.id)
+    ):
+        if child.parent_step_id is not None:
+            started.setdefault(child.parent_step_id, []).append(child)
+    started_by = None
+    if task.parent_task_id is not None and task.parent_step_id is not None:
+        found = session.execute(
+            select(TaskRow.type, StepRow.name)
+            .join(StepRow, StepRow.task_id == TaskRow.id)
+            .where(TaskRow.id == task.parent_task_id, StepRow.id == task.parent_step_id)
+        ).one_or_none()
+        if found is not None:
+            started_by = StartedBy(task.parent_task_id, found.type, task.parent_step_id, found.name)
+    return TaskDetail(task, steps, started, started_by)

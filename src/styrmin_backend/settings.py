@@ -1,0 +1,74 @@
+"""Settings of the Styrmin server and agent, read from ``STYRMIN_*`` environment variables."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+class Settings(BaseSettings):
+    """Every setting, its environment variable and its default (see docs/configuration.md)."""
+
+    model_config = SettingsConfigDict(env_prefix="STYRMIN_", extra="ignore")
+
+    data_dir: Path = Field(
+        default=Path.home() / ".local" / "share" / "styrmin",
+        description="Folder for the SQLite database, the admin password file and other local state.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the database; default: the SQLite file styrmin.db in the data dir. "
+        "PostgreSQL: postgresql+psycopg://user@host:5432/db",
+    )
+    host: str = Field(default="127.0.0.1", description="Address the server binds to.")
+    port: int = Field(default=8080, ge=0, le=65535, description="Port the server binds to.")
+    public_url: str | None = Field(
+        default=None, description="URL users and actions reach the server at; default http://HOST:PORT."
+    )
+    session_lifetime: timedelta = Field(
+        default=timedelta(hours=12), description="How long a web session cookie stays valid."
+    )
+    api_token_lifetime: timedelta = Field(
+        default=timedelta(days=30), description="Default lifetime of an API token made by a login."
+    )
+    api_token_max_lifetime: timedelta = Field(
+        default=timedelta(days=365), description="Longest lifetime a user may ask for an API token."
+    )
+    actions_token_lifetime: timedelta = Field(
+        default=timedelta(hours=2),
+        description="Lifetime of the styrmin-actions token of one reconciliation (revoked at its end).",
+    )
+    admin_password: SecretStr | None = Field(
+        default=None,
+        description="Password of the admin user made on first start; default: generated, printed once "
+        "and written to admin-password.txt (mode 0600) in the data dir.",
+    )
+    log_level: LogLevel = Field(default="INFO", description="Level of the server's log.")
+    secure_cookies: bool = Field(
+        default=False, description="Mark cookies Secure (set when the server is reached over HTTPS)."
+    )
+
+    @property
+    def effective_database_url(self) -> str:
+        """The database URL in force: the setting, or the SQLite file in the data dir."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.data_dir / 'styrmin.db'}"
+
+    @property
+    def effective_public_url(self) -> str:
+        """The URL the server is reached at."""
+        return self.public_url or f"http://{self.host}:{self.port}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once from the environment."""
+    return Settings()

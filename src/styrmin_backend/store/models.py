@@ -1,0 +1,145 @@
+"""SQLAlchemy tables of the control plane (the schema itself lives in the Alembic migrations)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# BigInteger ids on PostgreSQL, INTEGER PRIMARY KEY (rowid) on SQLite.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    """Base of every table."""
+
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, datetime: DateTime(timezone=True)}
+
+
+class UserRow(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    password_hash: Mapped[str | None] = mapped_column(String(255))
+    is_active: Mapped[bool] = mapped_column(Boolean, default=True)
+    is_builtin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime]
+
+
+class TokenRow(Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(128), default="")
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+
+
+class DriverRow(Base):
+    __tablename__ = "drivers"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str] = mapped_column(String(64))
+    checksum: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]]
+    archive: Mapped[bytes] = mapped_column(LargeBinary)
+    pushed_by: Mapped[str] = mapped_column(String(64))
+    pushed_at: Mapped[datetime]
+
+
+class DeploymentRow(Base):
+    __tablename__ = "deployments"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(53), unique=True)
+    namespace: Mapped[str] = mapped_column(String(63))
+    cluster: Mapped[str] = mapped_column(String(64), default="local")
+    driver_name: Mapped[str] = mapped_column(String(64))
+    driver_version: Mapped[str] = mapped_column(String(64))
+    app_version: Mapped[str] = mapped_column(String(64))
+    configuration: Mapped[dict[str, Any]]
+    stopped_components: Mapped[list[Any]]
+    status: Mapped[str] = mapped_column(String(16))
+    last_revision: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class ChangeRow(Base):
+    __tablename__ = "changes"
+    __table_args__ = (UniqueConstraint("deployment_id", "revision"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"))
+    revision: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(16))
+    spec: Mapped[dict[str, Any]]
+    requested_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+
+
+class TaskRow(Base):
+    __tablename__ = "tasks"
+    __table_args__ = (
+        Index("ix_tasks_deployment_id_id", "deployment_id", "id"),
+        Index("ix_tasks_status_id", "status", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    type: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    deployment_id: Mapped[int | None] = mapped_column(ForeignKey("deployments.id", ondelete="SET NULL"))
+    deployment_name: Mapped[str] = mapped_column(String(53))
+    change_id: Mapped[int | None] = mapped_column(ForeignKey("changes.id", ondelete="SET NULL"))
+    revision: Mapped[int | None] = mapped_column(Integer)
+    requested_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None]
+    parent_task_id: Mapped[int | None] = mapped_column(
+        ForeignKey("tasks.id", ondelete="SET NULL"), index=True
+    )
+    # No foreign key: tasks and steps would reference each other; the service keeps this consistent.
+    parent_step_id: Mapped[int | None] = mapped_column(Id, index=True)
+
+
+class StepRow(Base):
+    __tablename__ = "steps"
+    __table_args__ = (Index("ix_steps_task_id_position", "task_id", "position"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    output_tail: Mapped[str | None] = mapped_column(Text)
+    output_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    notes: Mapped[list[Any]]
+    flow_run_id: Mapped[str | None] = mapped_column(String(64))
