@@ -1,0 +1,172 @@
+"""The example shop application: a server, a task worker and a database migration, over SQLite.
+
+    shop.py serve      run the web server (here: record the start, then idle until stopped)
+    shop.py work       run the task worker (heartbeats while it runs, so migrate can see it)
+    shop.py migrate    bring the database schema to this program's version
+    shop.py version    print this program's version
+    shop.py status     print the database's schema version and the running workers
+
+Its version is the tag of the image it runs from (LOCALCLUSTER_IMAGE on Styrmin's local cluster),
+or SHOP_VERSION. The database is SHOP_DATABASE, relative to LOCALCLUSTER_DATA_DIR (the folder the
+local cluster's pods share) when not absolute. Only the standard library is used: the local cluster
+runs this file with its own Python.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import sys
+import time
+from contextlib import closing
+from datetime import UTC, datetime
+from pathlib import Path
+
+WORKER_HEARTBEAT_SECONDS = 1.0
+WORKER_STALE_SECONDS = 5.0
+
+
+def version() -> str:
+    """The tag of this program's image (digest dropped, registry port kept out), else SHOP_VERSION."""
+    image = os.environ.get("LOCALCLUSTER_IMAGE", "")
+    name = image.split("@", 1)[0]
+    repository, separator, tag = name.rpartition(":")
+    if separator and "/" not in tag and tag:
+        return tag
+    return os.environ.get("SHOP_VERSION", "0.0.0")
+
+
+def database_path() -> Path:
+    path = Path(os.environ.get("SHOP_DATABASE", "shop.sqlite3"))
+    if not path.is_absolute():
+        path = Path(os.environ.get("LOCALCLUSTER_DATA_DIR", ".")) / path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def connect() -> sqlite3.Connection:
+    connection = sqlite3.connect(database_path(), timeout=30, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    return connection
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def schema_version(connection: sqlite3.Connection) -> str | None:
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "schema" not in tables:
+        return None
+    row = connection.execute("SELECT version FROM schema WHERE id = 1").fetchone()
+    return row[0] if row else None
+
+
+def running_workers(connection: sqlite3.Connection) -> list[tuple[str, str]]:
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "workers" not in tables:
+        return []
+    cutoff = time.time() - WORKER_STALE_SECONDS
+    rows = connection.execute("SELECT worker, version FROM workers WHERE last_seen >= ?", (cutoff,))
+    return [(row[0], row[1]) for row in rows]
+
+
+def migrate() -> int:
+    target = version()
+    with closing(connect()) as connection:
+        current = schema_version(connection)
+        if current == target:
+            print(f"The database {database_path()} is already at version {target}.")
+            return 0
+        workers = running_workers(connection)
+        if current is not None and workers:
+            names = ", ".join(f"{worker} (version {v})" for worker, v in workers)
+            print(
+                f"Cannot migrate {database_path()} from {current} to {target}: task workers are running: "
+                f"{names}. Stop the task-worker component first.",
+                file=sys.stderr,
+            )
+            return 3
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS schema (id INTEGER PRIMARY KEY CHECK (id = 1), version TEXT NOT NULL)"
+        )
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS migrations (from_version TEXT, to_version TEXT NOT NULL, at TEXT NOT NULL)"
+        )
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS workers (worker TEXT PRIMARY KEY, version TEXT, last_seen REAL)"
+        )
+        connection.execute("CREATE TABLE IF NOT EXISTS starts (program TEXT, version TEXT, at TEXT)")
+        connection.execute("INSERT OR REPLACE INTO schema (id, version) VALUES (1, ?)", (target,))
+        connection.execute("INSERT INTO migrations VALUES (?, ?, ?)", (current, target, now()))
+        connection.execute("COMMIT")
+    print(f"Migrated the database {database_path()} from {current or 'nothing'} to {target}.")
+    return 0
+
+
+def run_until_stopped(program: str, heartbeat: bool) -> int:
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    worker = f"{os.uname().nodename}:{os.getpid()}"
+    print(f"shop {program} {version()} started, database {database_path()}", flush=True)
+    with closing(connect()) as connection:
+        current = schema_version(connection)
+        if current is not None:
+            connection.execute("INSERT INTO starts VALUES (?, ?, ?)", (program, version(), now()))
+        if current != version():
+            print(f"The database schema is at {current or 'nothing'}, this {program} is {version()}: "
+                  "run `shop migrate`.", flush=True)
+        while not stopping:
+            if heartbeat and schema_version(connection) is not None:
+                connection.execute("INSERT OR REPLACE INTO workers VALUES (?, ?, ?)",
+                                   (worker, version(), time.time()))
+            time.sleep(WORKER_HEARTBEAT_SECONDS)
+        if heartbeat and schema_version(connection) is not None:
+            connection.execute("DELETE FROM workers WHERE worker = ?", (worker,))
+    print(f"shop {program} stopped", flush=True)
+    return 0
+
+
+def status() -> int:
+    with closing(connect()) as connection:
+        print(f"schema: {schema_version(connection) or 'none'}")
+        for worker, worker_version in running_workers(connection):
+            print(f"worker: {worker} {worker_version}")
+    return 0
+
+
+def idle() -> int:
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+    while True:
+        time.sleep(3600)
+
+
+def main(argv: list[str]) -> int:
+    # Accept both `shop migrate` as a whole command and `migrate` as arguments to the entrypoint.
+    if argv and argv[0] == "shop":
+        argv = argv[1:]
+    command = argv[0] if argv else "serve"
+    commands = {
+        "serve": lambda: run_until_stopped("server", heartbeat=False),
+        "work": lambda: run_until_stopped("task-worker", heartbeat=True),
+        "migrate": migrate,
+        "status": status,
+        "idle": idle,
+        "version": lambda: print(version()) or 0,
+    }
+    if command not in commands:
+        print(f"Unknown command {command!r}; use one of: {', '.join(commands)}.", file=sys.stderr)
+        return 2
+    return commands[command]()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

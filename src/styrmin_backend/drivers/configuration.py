@@ -1,0 +1,97 @@
+"""The configuration of a deployment: Helm values, and per-component image overrides and env vars."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from styrmin_backend.drivers.spec import DriverSpec
+
+APP_VERSION_PLACEHOLDER = "{{ app.version }}"
+"""What an image override may contain to stand for the deployment's application version."""
+
+_APP_VERSION_PATTERN = re.compile(r"\{\{\s*app\.version\s*\}\}")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+class ConfigurationError(ValueError):
+    """A configuration that does not fit the driver; ``problems`` names each field and what to do."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def render_image(image: str, app_version: str) -> str:
+    """``image`` with ``{{ app.version }}`` set to ``app_version``.
+
+    >>> render_image("registry.local:5000/shop/server:{{ app.version }}-debug", "2.1.0")
+    'registry.local:5000/shop/server:2.1.0-debug'
+    """
+    return _APP_VERSION_PATTERN.sub(app_version, image)
+
+
+class DeploymentConfiguration(BaseModel):
+    """What an operator configures on a deployment, applied on top of the driver's chart.
+
+    ``images`` and ``env`` are keyed by component name; they go to the component container of each
+    component's workload, whatever the chart does with its values.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    values: dict[str, Any] = Field(default_factory=dict, description="Helm values for the driver's chart.")
+    images: dict[str, str] = Field(
+        default_factory=dict,
+        description=f"Image override per component; may contain {APP_VERSION_PLACEHOLDER}.",
+    )
+    env: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Env vars per component, set on the component container."
+    )
+
+    @field_validator("images")
+    @classmethod
+    def _images_are_references(cls, images: dict[str, str]) -> dict[str, str]:
+        for component, image in images.items():
+            sample = render_image(image, "1.0.0")
+            if not image.strip() or any(c.isspace() for c in sample):
+                raise ValueError(f'images.{component}: "{image}" is not an image reference; write '
+                                 f"REPOSITORY:TAG, e.g. registry.local:5000/shop:{APP_VERSION_PLACEHOLDER}.")
+            if "{{" in sample or "}}" in sample:
+                raise ValueError(f'images.{component}: "{image}" uses a template other than '
+                                 f"{APP_VERSION_PLACEHOLDER}, the only one an image override may use.")
+        return images
+
+    @field_validator("env")
+    @classmethod
+    def _env_names_are_valid(cls, env: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        for component, variables in env.items():
+            for name in variables:
+                if not _ENV_NAME.match(name):
+                    raise ValueError(f'env.{component}.{name}: "{name}" is not an env var name; use '
+                                     'letters, digits, "_", "-" and ".", not starting with a digit.')
+        return env
+
+    def check_components(self, spec: DriverSpec) -> None:
+        """Check that every component named in ``images`` and ``env`` is one of the driver's.
+
+        Raises:
+            ConfigurationError: naming each unknown component and the driver's components.
+        """
+        known = [component.name for component in spec.spec.components]
+        choices = ", ".join(known) if known else "none: the driver declares no components"
+        problems = [
+            f'{section}.{name}: "{name}" is not a component of driver {spec.metadata.name}; use {choices}.'
+            for section, names in (("images", self.images), ("env", self.env))
+            for name in names
+            if name not in known
+        ]
+        if problems:
+            raise ConfigurationError(problems)
+
+    def image_for(self, component: str, app_version: str) -> str | None:
+        """The override of ``component``'s image with ``{{ app.version }}`` set, or ``None``."""
+        image = self.images.get(component)
+        return None if image is None else render_image(image, app_version)

@@ -1,0 +1,146 @@
+"""Loading an action ``FILE.py::FUNCTION`` of an extracted driver as a Prefect flow.
+
+The agent calls :func:`load_action_flow` in the process that runs the action. Validation calls
+:func:`check_action` only in a subprocess (see ``validation.py``): importing a driver's code runs it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from styrmin_backend.drivers.spec import Action, parse_location
+
+
+class ActionLoadError(Exception):
+    """An action cannot be loaded; the message says why and what to do.
+
+    ``file_failed`` is true when the action's whole file is at fault (missing, or fails to import),
+    which every other action of that file shares.
+    """
+
+    def __init__(self, message: str, *, file_failed: bool = False) -> None:
+        super().__init__(message)
+        self.file_failed = file_failed
+
+
+def load_action_flow(driver_dir: Path, location: str | Action) -> Any:
+    """The Prefect flow at ``location`` (``FILE.py::FUNCTION``) of the driver in ``driver_dir``.
+
+    The file is imported the way Prefect imports flow entrypoints, with the driver's folder first on
+    ``sys.path`` so that the action's own modules import.
+
+    Returns:
+        The ``prefect.Flow`` object.
+
+    Raises:
+        ActionLoadError: if the location is malformed or leaves the driver, the file is missing or
+            fails to import, the function is missing, or it is not a Prefect flow.
+    """
+    from prefect import Flow
+
+    function = _load_function(driver_dir, location)
+    if not isinstance(function, Flow):
+        raise ActionLoadError(
+            f"{_text(location)}{_where(function)} is not a Prefect flow; decorate it with @flow "
+            "(from prefect import flow)."
+        )
+    return function
+
+
+def check_action(driver_dir: Path, location: str | Action) -> None:
+    """Check that ``location`` is a Prefect flow that accepts ``context``, importing its file.
+
+    Raises:
+        ActionLoadError: saying what is wrong and what to do.
+    """
+    flow = load_action_flow(driver_dir, location)
+    parameters = inspect.signature(flow.fn).parameters.values()
+    accepts_context = any(
+        (p.name == "context" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        or p.kind is p.VAR_KEYWORD
+        for p in parameters
+    )
+    if not accepts_context:
+        raise ActionLoadError(
+            f"{_text(location)}{_where(flow.fn)} does not accept context; add a parameter "
+            "`context: GlobalContext`, through which Styrmin passes the deployment's context."
+        )
+
+
+def action_file(driver_dir: Path, location: str | Action) -> Path:
+    """The Python file of the action at ``location``, checked to be inside the driver, without importing it.
+
+    Raises:
+        ActionLoadError: if the location is malformed, leaves the driver, or its file is missing.
+    """
+    file, _ = _split(location)
+    root = driver_dir.resolve()
+    path = (root / file).resolve()
+    if not path.is_relative_to(root):
+        raise ActionLoadError(
+            f"{file} is outside the driver's folder; locations are relative to it.", file_failed=True
+        )
+    if not path.is_file():
+        raise ActionLoadError(
+            f"{file} is not in the driver; add it, or fix the file in {_text(location)}.", file_failed=True
+        )
+    return path
+
+
+def _load_function(driver_dir: Path, location: str | Action) -> Any:
+    from prefect.exceptions import ScriptError
+    from prefect.utilities.importtools import load_script_as_module
+
+    path = action_file(driver_dir, location)
+    file, name = _split(location)
+    try:
+        module = load_script_as_module(str(path))
+    except ScriptError as error:
+        cause = error.user_exc
+        raise ActionLoadError(
+            f"{file} fails to import: {type(cause).__name__}: {cause}{_line_of(cause, path)}; "
+            "fix the error, and make sure every module it imports is installed where Styrmin runs.",
+            file_failed=True,
+        ) from None
+    if not hasattr(module, name):
+        raise ActionLoadError(
+            f'{file} has no function "{name}"; define it there, or fix the function in {_text(location)}.'
+        )
+    return getattr(module, name)
+
+
+def _split(location: str | Action) -> tuple[str, str]:
+    if isinstance(location, Action):
+        return location.file, location.function
+    try:
+        return parse_location(location)
+    except ValueError as error:
+        raise ActionLoadError(str(error)) from None
+
+
+def _text(location: str | Action) -> str:
+    return location.location if isinstance(location, Action) else location
+
+
+def _where(function: Any) -> str:
+    target = getattr(function, "fn", function)
+    try:
+        file = Path(inspect.getsourcefile(target) or "").name
+        line = inspect.getsourcelines(target)[1]
+    except (OSError, TypeError):
+        return ""
+    return f" ({file}, line {line})"
+
+
+def _line_of(error: BaseException, path: Path) -> str:
+    if isinstance(error, SyntaxError) and error.lineno:
+        return f" (line {error.lineno})"
+    traceback = error.__traceback__
+    line = None
+    while traceback is not None:
+        if Path(traceback.tb_frame.f_code.co_filename).resolve() == path:
+            line = traceback.tb_lineno
+        traceback = traceback.tb_next
+    return f" (line {line})" if line else ""

@@ -1,0 +1,315 @@
+"""Driver packages: read a folder or ``.tar.gz`` safely, and pack it into one canonical archive.
+
+The canonical archive has the driver's files at its root, sorted, with fixed owners, times and modes,
+so the same content always gives the same bytes and the same checksum, wherever it was packed from.
+The checksum is the sha256 of the uncompressed canonical tar: it names the content, not the
+compressor's output, so it stays the same across zlib versions.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import stat
+import tarfile
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from styrmin_backend.drivers.parsing import load_driver_spec
+from styrmin_backend.drivers.report import DriverError, DriverProblem
+from styrmin_backend.drivers.spec import SPEC_FILE_NAME, DriverSpec
+
+MAX_ARCHIVE_BYTES = 32 * 1024 * 1024
+"""The largest driver archive accepted, compressed."""
+
+MAX_CONTENT_BYTES = 128 * 1024 * 1024
+"""The most bytes a driver's files may hold together, uncompressed."""
+
+MAX_FILES = 5000
+"""The most files a driver may hold."""
+
+MAX_PATH_LENGTH = 240
+"""The longest path of a file inside a driver."""
+
+IGNORED_NAMES = frozenset(
+    {"__pycache__", ".git", ".hg", ".svn", ".DS_Store", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv"}
+)
+"""Files and folders left out of a package: caches and version control, never part of a driver."""
+
+IGNORED_SUFFIXES = (".pyc", ".pyo")
+
+_FILE_MODE = 0o644
+_EXECUTABLE_MODE = 0o755
+_WHERE = "driver archive"
+
+
+@dataclass(frozen=True)
+class DriverFile:
+    """One file of a driver: its content and whether it is executable."""
+
+    content: bytes
+    executable: bool = False
+
+
+@dataclass(frozen=True)
+class DriverPackage:
+    """A driver read safely, with its spec, its canonical archive and that archive's checksum."""
+
+    spec: DriverSpec
+    files: Mapping[str, DriverFile]
+    archive: bytes
+    checksum: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.metadata.name
+
+    @property
+    def version(self) -> str:
+        return self.spec.metadata.version
+
+    def extract_to(self, directory: Path) -> Path:
+        """Write the driver's files into ``directory`` (created if needed); returns ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, file in self.files.items():
+            target = directory.joinpath(*PurePosixPath(name).parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(file.content)
+            target.chmod(_EXECUTABLE_MODE if file.executable else _FILE_MODE)
+        return directory
+
+
+def read_driver(path: Path) -> DriverPackage:
+    """Read the driver at ``path``: a folder, or a ``.tar.gz`` file.
+
+    Raises:
+        DriverError: if the driver is unsafe, too large, or its spec is not valid.
+    """
+    if path.is_dir():
+        return package_driver_files(read_driver_folder_files(path))
+    if not path.is_file():
+        raise DriverError([DriverProblem(file=str(path), message="no such folder or file; give a driver "
+                                         "folder or a .tar.gz archive.")])
+    if path.stat().st_size > MAX_ARCHIVE_BYTES:
+        raise _error(f"the archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB; "
+                     "leave out what the driver does not need.", file=str(path))
+    return read_driver_archive(path.read_bytes())
+
+
+def read_driver_archive(data: bytes) -> DriverPackage:
+    """Read a driver from ``.tar.gz`` bytes (or an uncompressed tar).
+
+    The driver's files may be at the archive's root or inside one top folder. Symlinks, links,
+    devices, absolute paths and ``..`` are refused, as are archives past the size limits.
+
+    Raises:
+        DriverError: if the archive is unsafe, too large, or its spec is not valid.
+    """
+    return package_driver_files(read_driver_archive_files(data))
+
+
+def pack_driver_folder(path: Path) -> bytes:
+    """The canonical ``.tar.gz`` of the driver folder at ``path``.
+
+    Raises:
+        DriverError: if the folder holds symlinks or special files, or is too large.
+    """
+    return _gzip(_canonical_tar(read_driver_folder_files(path)))
+
+
+def package_driver_files(files: Mapping[str, DriverFile]) -> DriverPackage:
+    """A package of ``files`` (paths relative to the driver's root), with its spec checked.
+
+    Raises:
+        DriverError: if there is no spec, or the spec is not valid.
+    """
+    spec_file = files.get(SPEC_FILE_NAME)
+    if spec_file is None:
+        raise _error(f"{SPEC_FILE_NAME} is missing at the driver's root; add it there.")
+    try:
+        text = spec_file.content.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _error("the file is not UTF-8 text; save it as UTF-8.", file=SPEC_FILE_NAME) from None
+    spec = load_driver_spec(text)
+    canonical = dict(sorted(files.items()))
+    tar = _canonical_tar(canonical)
+    return DriverPackage(
+        spec=spec, files=canonical, archive=_gzip(tar), checksum=f"sha256:{hashlib.sha256(tar).hexdigest()}"
+    )
+
+
+def read_driver_folder_files(path: Path) -> dict[str, DriverFile]:
+    """The files of the driver folder at ``path``, by path relative to it, without caches.
+
+    Raises:
+        DriverError: if the folder holds symlinks or special files, or is too large.
+    """
+    if not path.is_dir():
+        raise DriverError([DriverProblem(file=str(path), message="not a folder; give the driver's folder.")])
+    files: dict[str, DriverFile] = {}
+    total = 0
+    for relative, full in _walk(path):
+        mode = full.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            raise _error("is a symlink; drivers may not hold symlinks: copy the file instead.", file=relative)
+        if not stat.S_ISREG(mode):
+            raise _error("is not a regular file; remove it from the driver.", file=relative)
+        content = full.read_bytes()
+        total += len(content)
+        _check_limits(relative, len(files) + 1, total)
+        files[relative] = DriverFile(content, executable=bool(mode & 0o111))
+    return files
+
+
+def read_driver_archive_files(data: bytes) -> dict[str, DriverFile]:
+    """The files of a driver archive, by path relative to the driver's root, checked for safety.
+
+    Raises:
+        DriverError: if the archive is unsafe, not a tar, or too large.
+    """
+    if len(data) > MAX_ARCHIVE_BYTES:
+        raise _error(f"the archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB; "
+                     "leave out what the driver does not need.")
+    tar_bytes = _gunzip_limited(data) if data[:2] == b"\x1f\x8b" else data
+    files: dict[str, DriverFile] = {}
+    total = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as archive:
+            for member in archive:
+                name = _safe_member_name(member.name)
+                if name is None:
+                    continue
+                if member.isdir():
+                    continue
+                if member.issym() or member.islnk():
+                    raise _error(f"is a link to {member.linkname!r}; drivers may not hold links: "
+                                 "put the file itself in the archive.", file=name)
+                if not member.isfile():
+                    raise _error("is not a regular file; remove it from the archive.", file=name)
+                if _is_ignored(name):
+                    continue
+                total += member.size
+                _check_limits(name, len(files) + 1, total)
+                if name in files:
+                    raise _error("appears twice in the archive; pack each file once.", file=name)
+                extracted = archive.extractfile(member)
+                assert extracted is not None
+                files[name] = DriverFile(extracted.read(), executable=bool(member.mode & 0o111))
+    except tarfile.TarError as error:
+        raise _error(f"not a valid tar archive ({error}); pack the driver with "
+                     "`tar czf driver.tar.gz -C DRIVER_FOLDER .`.") from None
+    return _strip_top_folder(files)
+
+
+def _walk(root: Path) -> Iterator[tuple[str, Path]]:
+    for directory, folders, names in os.walk(root, followlinks=False):
+        base = Path(directory)
+        for folder in list(folders):
+            if folder in IGNORED_NAMES:
+                folders.remove(folder)
+            elif (base / folder).is_symlink():
+                relative = (base / folder).relative_to(root).as_posix()
+                raise _error("is a symlink; drivers may not hold symlinks: copy the folder instead.",
+                             file=relative)
+        folders.sort()
+        for name in sorted(names):
+            full = base / name
+            relative = full.relative_to(root).as_posix()
+            if not _is_ignored(relative):
+                yield relative, full
+
+
+def _safe_member_name(raw: str) -> str | None:
+    """The member's path relative to the archive's root, or ``None`` for the root itself."""
+    if "\\" in raw or "\x00" in raw:
+        raise _error(f"the path {raw!r} has a backslash or NUL; use plain relative paths.")
+    path = PurePosixPath(raw)
+    if path.is_absolute():
+        raise _error(f"the path {raw!r} is absolute; archive paths must be relative to the driver's root.")
+    parts = [part for part in path.parts if part != "."]
+    if ".." in parts:
+        raise _error(f"the path {raw!r} leaves the driver's folder with ..; archive paths must stay inside.")
+    if not parts:
+        return None
+    return "/".join(parts)
+
+
+def _is_ignored(name: str) -> bool:
+    parts = PurePosixPath(name).parts
+    return any(part in IGNORED_NAMES for part in parts) or name.endswith(IGNORED_SUFFIXES)
+
+
+def _strip_top_folder(files: dict[str, DriverFile]) -> dict[str, DriverFile]:
+    """Accept ``tar czf shop.tar.gz shop/``: the files inside one top folder that holds the spec."""
+    if SPEC_FILE_NAME in files or not files:
+        return files
+    tops = {name.split("/", 1)[0] for name in files}
+    if len(tops) == 1:
+        top = tops.pop()
+        if f"{top}/{SPEC_FILE_NAME}" in files:
+            return {name.split("/", 1)[1]: file for name, file in files.items() if "/" in name}
+    return files
+
+
+def _check_limits(name: str, count: int, total: int) -> None:
+    if len(name) > MAX_PATH_LENGTH:
+        raise _error(f"the path is longer than {MAX_PATH_LENGTH} characters; shorten it.", file=name)
+    if count > MAX_FILES:
+        raise _error(f"the driver holds more than {MAX_FILES} files; leave out what it does not need.")
+    if total > MAX_CONTENT_BYTES:
+        raise _error(f"the driver's files hold more than {MAX_CONTENT_BYTES // (1024 * 1024)} MiB; "
+                     "leave out what it does not need.")
+
+
+def _gunzip_limited(data: bytes) -> bytes:
+    """Decompress gzip ``data``, refusing to produce more than the content limit (gzip bombs)."""
+    limit = MAX_CONTENT_BYTES + MAX_FILES * 1024 + 1024 * 1024  # content plus tar headers and padding
+    output = bytearray()
+    remaining = data
+    try:
+        while remaining:
+            decompressor = zlib.decompressobj(wbits=31)
+            chunk = remaining
+            while chunk:
+                output += decompressor.decompress(chunk, limit + 1 - len(output))
+                if len(output) > limit:
+                    raise _error("the archive unpacks to more than the size limit; "
+                                 "leave out what the driver does not need.")
+                chunk = decompressor.unconsumed_tail
+            if not decompressor.eof:
+                raise _error("the archive is cut short; pack and send it again.")
+            remaining = decompressor.unused_data.lstrip(b"\x00")
+    except zlib.error as error:
+        raise _error(f"not a valid gzip archive ({error}); pack the driver with "
+                     "`tar czf driver.tar.gz -C DRIVER_FOLDER .`.") from None
+    return bytes(output)
+
+
+def _canonical_tar(files: Mapping[str, DriverFile]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:", format=tarfile.PAX_FORMAT) as archive:
+        for name in sorted(files):
+            file = files[name]
+            info = tarfile.TarInfo(name)
+            info.size = len(file.content)
+            info.mode = _EXECUTABLE_MODE if file.executable else _FILE_MODE
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            archive.addfile(info, io.BytesIO(file.content))
+    return buffer.getvalue()
+
+
+def _gzip(tar: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as compressed:
+        compressed.write(tar)
+    return buffer.getvalue()
+
+
+def _error(message: str, *, file: str = _WHERE) -> DriverError:
+    return DriverError([DriverProblem(file=file, message=message)])

@@ -1,0 +1,330 @@
+"""Validation reports every problem of a driver at once, each with its file, line, field and a fix."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from styrmin_backend.drivers import DriverReport, validate_driver
+from tests.drivers.conftest import ACTIONS, EXAMPLE_DRIVER, SPEC, MakeDriver, write_driver
+
+# Line numbers matter: the expected messages below name them.
+BROKEN_SPEC = """\
+apiVersion: styrmin.io/v1
+kind: Driver
+metadata:
+  name: demo
+  version: 1.0.0
+spec:
+  application:
+    name: Demo
+    defaultVersion: "1.0.0"
+  components:
+    - name: server
+      workload:
+        kind: Deployment
+        name: "{{ .Release.Name }}-api"
+    - name: worker
+      workload:
+        kind: StatefulSet
+        name: "{{ .Release.Name }}-worker"
+      container: runner
+  actions:
+    - name: pre_setup
+      hook: setup
+      mode: core
+      location: "actions.py::pre_setup"
+    - name: upgrade
+      hook: upgrade
+      mode: later
+      location: "actions.py::upgrade"
+    - name: backup
+      hook: nightly
+      mode: pre
+      location: "actions.py::upgrade"
+    - name: upgrade
+      hook: upgrade
+      mode: post
+      location: "actions.py::upgrade"
+    - name: missing_file
+      hook: upgrade
+      mode: post
+      location: "missing.py::run"
+    - name: missing_function
+      hook: upgrade
+      mode: post
+      location: "actions.py::verify"
+    - name: not_a_flow
+      hook: upgrade
+      mode: post
+      location: "actions.py::plain"
+    - name: no_context
+      hook: backup
+      mode: pre
+      location: "actions.py::contextless"
+    - name: broken_import
+      hook: restore
+      mode: pre
+      location: "broken.py::restore"
+    - name: broken_import_again
+      hook: restore
+      mode: post
+      location: "broken.py::other"
+"""
+
+BROKEN_ACTIONS = ACTIONS + """
+
+def plain(context) -> None:
+    pass
+
+
+@flow
+def contextless(target_version: str) -> None:
+    pass
+"""
+
+BROKEN_MODULE = """\
+from prefect import flow
+import styrmin_no_such_module_for_tests
+
+
+@flow
+def restore(context) -> None:
+    pass
+"""
+
+
+@pytest.fixture(scope="module")
+def broken_report(tmp_path_factory: pytest.TempPathFactory) -> DriverReport:
+    """One driver with one problem of each kind: validated once, since importing actions takes seconds."""
+    root = tmp_path_factory.mktemp("broken") / "driver"
+    return validate_driver(write_driver(root, BROKEN_SPEC, BROKEN_ACTIONS, files={"broken.py": BROKEN_MODULE}))
+
+
+def _messages(report: DriverReport) -> list[str]:
+    return [str(problem) for problem in report.problems]
+
+
+def test_unknown_mode_names_line_field_and_the_modes(broken_report: DriverReport) -> None:
+    assert (
+        'driver.styrmin.yml, line 27, spec.actions[1].mode: "later" is not a mode; use pre, core or post.'
+        in _messages(broken_report)
+    )
+
+
+def test_unknown_hook_names_line_field_and_the_hooks(broken_report: DriverReport) -> None:
+    assert (
+        'driver.styrmin.yml, line 30, spec.actions[2].hook: "nightly" is not a hook; '
+        "use setup, upgrade, backup or restore." in _messages(broken_report)
+    )
+
+
+def test_duplicate_action_name_points_at_the_second(broken_report: DriverReport) -> None:
+    assert (
+        'driver.styrmin.yml, line 33, spec.actions[3].name: action name "upgrade" is already used by '
+        "spec.actions[1]; give each action its own name." in _messages(broken_report)
+    )
+
+
+def test_core_action_on_setup_says_the_core_is_styrmins_install(broken_report: DriverReport) -> None:
+    assert (
+        "driver.styrmin.yml, line 23, spec.actions[0].mode: the setup hook has no core action: its core "
+        "is Styrmin's own install of the chart; use pre or post." in _messages(broken_report)
+    )
+
+
+def test_location_whose_file_is_missing(broken_report: DriverReport) -> None:
+    assert (
+        "driver.styrmin.yml, line 40, spec.actions[4].location: missing.py is not in the driver; add it, "
+        "or fix the file in missing.py::run." in _messages(broken_report)
+    )
+
+
+def test_location_whose_function_is_missing(broken_report: DriverReport) -> None:
+    assert (
+        'driver.styrmin.yml, line 44, spec.actions[5].location: actions.py has no function "verify"; '
+        "define it there, or fix the function in actions.py::verify." in _messages(broken_report)
+    )
+
+
+def test_function_that_is_not_a_prefect_flow(broken_report: DriverReport) -> None:
+    assert (
+        "driver.styrmin.yml, line 48, spec.actions[6].location: actions.py::plain (actions.py, line 14) "
+        "is not a Prefect flow; decorate it with @flow (from prefect import flow)."
+        in _messages(broken_report)
+    )
+
+
+def test_flow_that_does_not_accept_context(broken_report: DriverReport) -> None:
+    assert (
+        "driver.styrmin.yml, line 52, spec.actions[7].location: actions.py::contextless (actions.py, "
+        "line 18) does not accept context; add a parameter `context: GlobalContext`, through which "
+        "Styrmin passes the deployment's context." in _messages(broken_report)
+    )
+
+
+def test_file_that_fails_to_import_is_reported_once_with_its_error(broken_report: DriverReport) -> None:
+    import_problems = [m for m in _messages(broken_report) if "broken.py fails to import" in m]
+    assert import_problems == [
+        "driver.styrmin.yml, line 56, spec.actions[8].location: broken.py fails to import: "
+        "ModuleNotFoundError: No module named 'styrmin_no_such_module_for_tests' (line 2); fix the error, "
+        "and make sure every module it imports is installed where Styrmin runs."
+    ]
+
+
+def test_component_whose_workload_the_chart_does_not_render(broken_report: DriverReport) -> None:
+    assert (
+        'driver.styrmin.yml, line 12, spec.components[0].workload: the chart renders no Deployment '
+        '"styrmin-check-api" for component server (rendered with release name "styrmin-check"; it renders '
+        'Deployment "styrmin-check-server", StatefulSet "styrmin-check-worker"); fix workload.kind and '
+        "workload.name, using {{ .Release.Name }} where the chart uses it." in _messages(broken_report)
+    )
+
+
+def test_component_whose_container_the_chart_does_not_render(broken_report: DriverReport) -> None:
+    assert (
+        'driver.styrmin.yml, line 19, spec.components[1].container: the pod template of component worker '
+        'has no container "runner"; its containers are: worker. Fix the container name or the chart.'
+        in _messages(broken_report)
+    )
+
+
+def test_every_problem_is_reported_at_once_in_line_order(broken_report: DriverReport) -> None:
+    assert not broken_report.valid
+    assert len(broken_report.problems) == 11
+    lines = [problem.line or 0 for problem in broken_report.problems]
+    assert lines == sorted(lines)
+    assert broken_report.text().startswith("demo@1.0.0 is not valid: 11 problems.\n")
+
+
+def test_chart_that_fails_to_render_shows_helms_message(make_driver: MakeDriver) -> None:
+    template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.missing.name }}\n"
+    report = validate_driver(make_driver(SPEC, actions=ACTIONS, template=template))
+
+    chart_problems = [p for p in report.problems if p.field == "spec.chart.path"]
+    assert len(chart_problems) == 1
+    message = str(chart_problems[0])
+    assert message.startswith(
+        "driver.styrmin.yml, line 6, spec.chart.path: the chart in chart (default) does not render with "
+        "its default values: demo/templates/workloads.yaml:4:18"
+    )
+    assert "nil pointer evaluating interface {}.name" in message
+    assert message.endswith("Fix the chart.")
+
+
+def test_invalid_yaml_names_its_line(make_driver: MakeDriver) -> None:
+    spec = SPEC.replace("    name: Demo\n", "    name: [Demo\n")
+    report = validate_driver(make_driver(spec, actions=None))
+
+    assert len(report.problems) == 1
+    assert str(report.problems[0]).startswith("driver.styrmin.yml, line 9: not valid YAML: ")
+
+
+def test_unknown_field_is_named_with_the_fields_allowed_there(make_driver: MakeDriver) -> None:
+    spec = SPEC.replace('      location: "actions.py::pre_setup"\n',
+                        '      location: "actions.py::pre_setup"\n      retries: 3\n')
+    report = validate_driver(make_driver(spec))
+
+    assert _messages(report) == [
+        "driver.styrmin.yml, line 25, spec.actions[0].retries: unknown field; remove it or fix its "
+        "spelling (fields here: name, hook, mode, location, description, timeout)."
+    ]
+
+
+def test_missing_required_field_says_what_to_add(make_driver: MakeDriver) -> None:
+    spec = SPEC.replace('    defaultVersion: "1.0.0"\n', "")
+    report = validate_driver(make_driver(spec))
+
+    assert _messages(report) == [
+        "driver.styrmin.yml, line 7, spec.application.defaultVersion: required field is missing; add it "
+        "(the application version a new deployment gets when its request names none)."
+    ]
+
+
+def test_seed_example_with_a_spec_around_it_is_valid(make_driver: MakeDriver) -> None:
+    report = validate_driver(make_driver(SPEC))
+
+    assert report.valid, report.text()
+    assert [(a.name, a.hook.value, a.mode.value) for a in report.actions] == [
+        ("pre_setup", "setup", "pre"),
+        ("upgrade", "upgrade", "core"),
+    ]
+    assert report.text().startswith("demo@1.0.0 is valid.\nComponents (2):\n  server: Deployment")
+
+
+def test_actions_are_imported_in_a_subprocess_not_in_the_caller(make_driver: MakeDriver, tmp_path: Path) -> None:
+    marker = tmp_path / "imported-by"
+    actions = f"import os\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n" + ACTIONS
+    modules_before = set(sys.modules)
+
+    report = validate_driver(make_driver(SPEC, actions=actions))
+
+    assert report.valid, report.text()
+    assert marker.read_text() != str(os.getpid())
+    assert not {name for name in set(sys.modules) - modules_before if "actions" in name}
+
+
+def test_validation_leaves_no_bytecode_in_the_driver(make_driver: MakeDriver) -> None:
+    root = make_driver(SPEC)
+    validate_driver(root)
+    assert not list(root.rglob("__pycache__"))
+
+
+def test_archive_is_validated_like_its_folder(make_driver: MakeDriver) -> None:
+    root = make_driver(SPEC.replace("mode: pre", "mode: later"), actions=None)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(root, arcname="demo")
+
+    from_archive = validate_driver(buffer.getvalue())
+
+    assert _messages(from_archive) == _messages(validate_driver(root))
+    assert 'spec.actions[0].mode: "later" is not a mode; use pre, core or post.' in _messages(from_archive)[0]
+
+
+def test_chart_render_during_validation_is_fast(make_driver: MakeDriver) -> None:
+    root = make_driver(SPEC.split("  actions:")[0], actions=None)
+    started = time.perf_counter()
+    report = validate_driver(root)
+    elapsed = time.perf_counter() - started
+
+    assert report.valid, report.text()
+    assert elapsed < 1.0
+
+
+def _primitives_importable() -> bool:
+    try:
+        from styrmin_backend.actions import (  # noqa: F401
+            GlobalContext,
+            execute_commands,
+            get_component_images,
+            start_components,
+            stop_components,
+            upgrade_deployment_version,
+        )
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(
+    not _primitives_importable(),
+    reason="styrmin_backend.actions (the primitives, issue 7) does not export what the example's "
+    "actions.py imports yet",
+)
+def test_example_driver_is_valid() -> None:
+    report = validate_driver(EXAMPLE_DRIVER)
+    assert report.valid, report.text()
+    assert [c.name for c in report.components] == ["server", "task-worker"]
+
+
+def test_example_driver_chart_and_spec_are_valid_apart_from_the_primitives_import() -> None:
+    report = validate_driver(EXAMPLE_DRIVER)
+    unexpected = [p for p in report.problems if "'styrmin_backend.actions'" not in p.message]
+    assert not unexpected, report.text()
