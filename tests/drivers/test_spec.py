@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 import yaml
 
+from styrmin_backend.domain.hooks import Hook, Mode
 from styrmin_backend.drivers import DEFAULT_ACTION_TIMEOUT_SECONDS, DriverError, load_driver_spec
 from styrmin_backend.drivers.schema import JSON_SCHEMA_FILE, driver_json_schema, json_schema_text
-from styrmin_backend.domain.hooks import Hook, Mode
 from tests.drivers.conftest import EXAMPLE_DRIVER, SPEC
 
 SEED = Path(__file__).resolve().parents[3] / "shared" / "seed" / "lifecycle-hooks-and-actions.txt"
@@ -64,8 +64,12 @@ def test_json_schema_patterns_are_ecmascript() -> None:
 
 
 def test_timeout_may_be_set_per_action() -> None:
-    spec = load_driver_spec(SPEC.replace('      location: "actions.py::upgrade"\n',
-                                         '      location: "actions.py::upgrade"\n      timeout: 900\n'))
+    spec = load_driver_spec(
+        SPEC.replace(
+            '      location: "actions.py::upgrade"\n',
+            '      location: "actions.py::upgrade"\n      timeout: 900\n',
+        )
+    )
     assert spec.spec.actions[1].timeout == 900
 
 

@@ -78,7 +78,9 @@ spec:
       location: "broken.py::other"
 """
 
-BROKEN_ACTIONS = ACTIONS + """
+BROKEN_ACTIONS = (
+    ACTIONS
+    + """
 
 def plain(context) -> None:
     pass
@@ -88,6 +90,7 @@ def plain(context) -> None:
 def contextless(target_version: str) -> None:
     pass
 """
+)
 
 BROKEN_MODULE = """\
 from prefect import flow
@@ -104,7 +107,9 @@ def restore(context) -> None:
 def broken_report(tmp_path_factory: pytest.TempPathFactory) -> DriverReport:
     """One driver with one problem of each kind: validated once, since importing actions takes seconds."""
     root = tmp_path_factory.mktemp("broken") / "driver"
-    return validate_driver(write_driver(root, BROKEN_SPEC, BROKEN_ACTIONS, files={"broken.py": BROKEN_MODULE}))
+    return validate_driver(
+        write_driver(root, BROKEN_SPEC, BROKEN_ACTIONS, files={"broken.py": BROKEN_MODULE})
+    )
 
 
 def _messages(report: DriverReport) -> list[str]:
@@ -180,7 +185,7 @@ def test_file_that_fails_to_import_is_reported_once_with_its_error(broken_report
 
 def test_component_whose_workload_the_chart_does_not_render(broken_report: DriverReport) -> None:
     assert (
-        'driver.styrmin.yml, line 12, spec.components[0].workload: the chart renders no Deployment '
+        "driver.styrmin.yml, line 12, spec.components[0].workload: the chart renders no Deployment "
         '"styrmin-check-api" for component server (rendered with release name "styrmin-check"; it renders '
         'Deployment "styrmin-check-server", StatefulSet "styrmin-check-worker"); fix workload.kind and '
         "workload.name, using {{ .Release.Name }} where the chart uses it." in _messages(broken_report)
@@ -189,7 +194,7 @@ def test_component_whose_workload_the_chart_does_not_render(broken_report: Drive
 
 def test_component_whose_container_the_chart_does_not_render(broken_report: DriverReport) -> None:
     assert (
-        'driver.styrmin.yml, line 19, spec.components[1].container: the pod template of component worker '
+        "driver.styrmin.yml, line 19, spec.components[1].container: the pod template of component worker "
         'has no container "runner"; its containers are: worker. Fix the container name or the chart.'
         in _messages(broken_report)
     )
@@ -227,8 +232,10 @@ def test_invalid_yaml_names_its_line(make_driver: MakeDriver) -> None:
 
 
 def test_unknown_field_is_named_with_the_fields_allowed_there(make_driver: MakeDriver) -> None:
-    spec = SPEC.replace('      location: "actions.py::pre_setup"\n',
-                        '      location: "actions.py::pre_setup"\n      retries: 3\n')
+    spec = SPEC.replace(
+        '      location: "actions.py::pre_setup"\n',
+        '      location: "actions.py::pre_setup"\n      retries: 3\n',
+    )
     report = validate_driver(make_driver(spec))
 
     assert _messages(report) == [
@@ -258,7 +265,9 @@ def test_seed_example_with_a_spec_around_it_is_valid(make_driver: MakeDriver) ->
     assert report.text().startswith("demo@1.0.0 is valid.\nComponents (2):\n  server: Deployment")
 
 
-def test_actions_are_imported_in_a_subprocess_not_in_the_caller(make_driver: MakeDriver, tmp_path: Path) -> None:
+def test_actions_are_imported_in_a_subprocess_not_in_the_caller(
+    make_driver: MakeDriver, tmp_path: Path
+) -> None:
     marker = tmp_path / "imported-by"
     actions = f"import os\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n" + ACTIONS
     modules_before = set(sys.modules)

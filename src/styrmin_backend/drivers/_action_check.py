@@ -26,8 +26,10 @@ def main() -> None:
         except ActionLoadError as error:
             results[location] = {"error": str(error), "file_failed": error.file_failed}
         except BaseException as error:  # an action's import may raise anything, SystemExit included
-            results[location] = {"error": f"checking it failed: {type(error).__name__}: {error}",
-                                 "file_failed": True}
+            results[location] = {
+                "error": f"checking it failed: {type(error).__name__}: {error}",
+                "file_failed": True,
+            }
     output.write_text(json.dumps(results))
 
 

@@ -56,12 +56,16 @@ class DeploymentConfiguration(BaseModel):
     def _images_are_references(cls, images: dict[str, str]) -> dict[str, str]:
         for component, image in images.items():
             sample = render_image(image, "1.0.0")
-            if not image.strip() or any(c.isspace() for c in sample):
-                raise ValueError(f'images.{component}: "{image}" is not an image reference; write '
-                                 f"REPOSITORY:TAG, e.g. registry.local:5000/shop:{APP_VERSION_PLACEHOLDER}.")
             if "{{" in sample or "}}" in sample:
-                raise ValueError(f'images.{component}: "{image}" uses a template other than '
-                                 f"{APP_VERSION_PLACEHOLDER}, the only one an image override may use.")
+                raise ValueError(
+                    f'images.{component}: "{image}" uses a template other than '
+                    f"{APP_VERSION_PLACEHOLDER}, the only one an image override may use."
+                )
+            if not image.strip() or any(c.isspace() for c in sample):
+                raise ValueError(
+                    f'images.{component}: "{image}" is not an image reference; write '
+                    f"REPOSITORY:TAG, e.g. registry.local:5000/shop:{APP_VERSION_PLACEHOLDER}."
+                )
         return images
 
     @field_validator("env")
@@ -70,8 +74,10 @@ class DeploymentConfiguration(BaseModel):
         for component, variables in env.items():
             for name in variables:
                 if not _ENV_NAME.match(name):
-                    raise ValueError(f'env.{component}.{name}: "{name}" is not an env var name; use '
-                                     'letters, digits, "_", "-" and ".", not starting with a digit.')
+                    raise ValueError(
+                        f'env.{component}.{name}: "{name}" is not an env var name; use '
+                        'letters, digits, "_", "-" and ".", not starting with a digit.'
+                    )
         return env
 
     def check_components(self, spec: DriverSpec) -> None:
@@ -81,7 +87,7 @@ class DeploymentConfiguration(BaseModel):
             ConfigurationError: naming each unknown component and the driver's components.
         """
         known = [component.name for component in spec.spec.components]
-        choices = ", ".join(known) if known else "none: the driver declares no components"
+        choices = _one_of(known) if known else "none: the driver declares no components"
         problems = [
             f'{section}.{name}: "{name}" is not a component of driver {spec.metadata.name}; use {choices}.'
             for section, names in (("images", self.images), ("env", self.env))
@@ -95,3 +101,8 @@ class DeploymentConfiguration(BaseModel):
         """The override of ``component``'s image with ``{{ app.version }}`` set, or ``None``."""
         image = self.images.get(component)
         return None if image is None else render_image(image, app_version)
+
+
+def _one_of(names: list[str]) -> str:
+    """``["a", "b", "c"]`` as ``a, b or c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"

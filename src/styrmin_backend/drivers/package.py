@@ -36,7 +36,17 @@ MAX_PATH_LENGTH = 240
 """The longest path of a file inside a driver."""
 
 IGNORED_NAMES = frozenset(
-    {"__pycache__", ".git", ".hg", ".svn", ".DS_Store", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv"}
+    {
+        "__pycache__",
+        ".git",
+        ".hg",
+        ".svn",
+        ".DS_Store",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".venv",
+    }
 )
 """Files and folders left out of a package: caches and version control, never part of a driver."""
 
@@ -92,11 +102,20 @@ def read_driver(path: Path) -> DriverPackage:
     if path.is_dir():
         return package_driver_files(read_driver_folder_files(path))
     if not path.is_file():
-        raise DriverError([DriverProblem(file=str(path), message="no such folder or file; give a driver "
-                                         "folder or a .tar.gz archive.")])
+        raise DriverError(
+            [
+                DriverProblem(
+                    file=str(path),
+                    message="no such folder or file; give a driver folder or a .tar.gz archive.",
+                )
+            ]
+        )
     if path.stat().st_size > MAX_ARCHIVE_BYTES:
-        raise _error(f"the archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB; "
-                     "leave out what the driver does not need.", file=str(path))
+        raise _error(
+            f"the archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB; "
+            "leave out what the driver does not need.",
+            file=str(path),
+        )
     return read_driver_archive(path.read_bytes())
 
 
@@ -172,8 +191,10 @@ def read_driver_archive_files(data: bytes) -> dict[str, DriverFile]:
         DriverError: if the archive is unsafe, not a tar, or too large.
     """
     if len(data) > MAX_ARCHIVE_BYTES:
-        raise _error(f"the archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB; "
-                     "leave out what the driver does not need.")
+        raise _error(
+            f"the archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB; "
+            "leave out what the driver does not need."
+        )
     tar_bytes = _gunzip_limited(data) if data[:2] == b"\x1f\x8b" else data
     files: dict[str, DriverFile] = {}
     total = 0
@@ -186,8 +207,11 @@ def read_driver_archive_files(data: bytes) -> dict[str, DriverFile]:
                 if member.isdir():
                     continue
                 if member.issym() or member.islnk():
-                    raise _error(f"is a link to {member.linkname!r}; drivers may not hold links: "
-                                 "put the file itself in the archive.", file=name)
+                    raise _error(
+                        f"is a link to {member.linkname!r}; drivers may not hold links: "
+                        "put the file itself in the archive.",
+                        file=name,
+                    )
                 if not member.isfile():
                     raise _error("is not a regular file; remove it from the archive.", file=name)
                 if _is_ignored(name):
@@ -200,8 +224,10 @@ def read_driver_archive_files(data: bytes) -> dict[str, DriverFile]:
                 assert extracted is not None
                 files[name] = DriverFile(extracted.read(), executable=bool(member.mode & 0o111))
     except tarfile.TarError as error:
-        raise _error(f"not a valid tar archive ({error}); pack the driver with "
-                     "`tar czf driver.tar.gz -C DRIVER_FOLDER .`.") from None
+        raise _error(
+            f"not a valid tar archive ({error}); pack the driver with "
+            "`tar czf driver.tar.gz -C DRIVER_FOLDER .`."
+        ) from None
     return _strip_top_folder(files)
 
 
@@ -213,8 +239,9 @@ def _walk(root: Path) -> Iterator[tuple[str, Path]]:
                 folders.remove(folder)
             elif (base / folder).is_symlink():
                 relative = (base / folder).relative_to(root).as_posix()
-                raise _error("is a symlink; drivers may not hold symlinks: copy the folder instead.",
-                             file=relative)
+                raise _error(
+                    "is a symlink; drivers may not hold symlinks: copy the folder instead.", file=relative
+                )
         folders.sort()
         for name in sorted(names):
             full = base / name
@@ -261,8 +288,10 @@ def _check_limits(name: str, count: int, total: int) -> None:
     if count > MAX_FILES:
         raise _error(f"the driver holds more than {MAX_FILES} files; leave out what it does not need.")
     if total > MAX_CONTENT_BYTES:
-        raise _error(f"the driver's files hold more than {MAX_CONTENT_BYTES // (1024 * 1024)} MiB; "
-                     "leave out what it does not need.")
+        raise _error(
+            f"the driver's files hold more than {MAX_CONTENT_BYTES // (1024 * 1024)} MiB; "
+            "leave out what it does not need."
+        )
 
 
 def _gunzip_limited(data: bytes) -> bytes:
@@ -277,15 +306,19 @@ def _gunzip_limited(data: bytes) -> bytes:
             while chunk:
                 output += decompressor.decompress(chunk, limit + 1 - len(output))
                 if len(output) > limit:
-                    raise _error("the archive unpacks to more than the size limit; "
-                                 "leave out what the driver does not need.")
+                    raise _error(
+                        "the archive unpacks to more than the size limit; "
+                        "leave out what the driver does not need."
+                    )
                 chunk = decompressor.unconsumed_tail
             if not decompressor.eof:
                 raise _error("the archive is cut short; pack and send it again.")
             remaining = decompressor.unused_data.lstrip(b"\x00")
     except zlib.error as error:
-        raise _error(f"not a valid gzip archive ({error}); pack the driver with "
-                     "`tar czf driver.tar.gz -C DRIVER_FOLDER .`.") from None
+        raise _error(
+            f"not a valid gzip archive ({error}); pack the driver with "
+            "`tar czf driver.tar.gz -C DRIVER_FOLDER .`."
+        ) from None
     return bytes(output)
 
 

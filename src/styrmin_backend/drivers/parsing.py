@@ -111,7 +111,7 @@ def parse_driver_spec(text: str, *, file: str = SPEC_FILE_NAME) -> ParsedSpec:
     if isinstance(body, dict):
         for violation in spec_rule_violations(_mappings(body, "components"), _mappings(body, "actions")):
             parsed.problems.append(parsed.problem(violation.loc, violation.message))
-    parsed.problems.sort(key=lambda p: (p.line or 0))
+    parsed.problems.sort(key=lambda p: p.line or 0)
     return parsed
 
 
@@ -182,7 +182,9 @@ def _problem_from_error(parsed: ParsedSpec, detail: ErrorDetails) -> DriverProbl
         listing = f" (fields here: {', '.join(known)})" if known else ""
         return parsed.problem(loc, f"unknown field; remove it or fix its spelling{listing}.", key=True)
     if kind in _TYPE_WORDS:
-        return parsed.problem(loc, f"expected {_TYPE_WORDS[kind]}, got {_show(value)}; write {_TYPE_WORDS[kind]}.")
+        return parsed.problem(
+            loc, f"expected {_TYPE_WORDS[kind]}, got {_show(value)}; write {_TYPE_WORDS[kind]}."
+        )
     context = detail.get("ctx", {})
     if kind == "greater_than":
         return parsed.problem(loc, f"{_show(value)} is too small; use a number greater than {context['gt']}.")

@@ -62,7 +62,9 @@ def load_chart(chart_dir: Path, app_version: str) -> Iterator[helm.Chart]:
         RenderError: if there is no chart there, or Helm cannot load it; the message is Helm's.
     """
     if not (chart_dir / "Chart.yaml").is_file():
-        raise RenderError(f"{chart_dir.name}/Chart.yaml is missing: there is no Helm chart in {chart_dir.name}/.")
+        raise RenderError(
+            f"{chart_dir.name}/Chart.yaml is missing: there is no Helm chart in {chart_dir.name}/."
+        )
     with tempfile.TemporaryDirectory(prefix="styrmin-chart-") as scratch:
         try:
             # Packaging with app_version is how Helm itself sets appVersion (helm package --app-version).

@@ -119,8 +119,7 @@ def _component_name(value: str) -> str:
     if len(value) > 63 or not _DNS_LABEL.match(value):
         raise PydanticCustomError(
             "component_name",
-            '"{value}" is not a component name; use lowercase letters, digits and "-", '
-            "e.g. task-worker.",
+            '"{value}" is not a component name; use lowercase letters, digits and "-", e.g. task-worker.',
             {"value": value},
         )
     return value
@@ -252,7 +251,9 @@ class Component(_SpecModel):
 class Action(_SpecModel):
     """Python code of the driver that runs at a hook, as a Prefect flow."""
 
-    name: Annotated[str, AfterValidator(_action_name), _pattern(_ACTION_NAME)] = Field(description="Unique within the driver.")
+    name: Annotated[str, AfterValidator(_action_name), _pattern(_ACTION_NAME)] = Field(
+        description="Unique within the driver."
+    )
     hook: Hook = Field(description="When the action runs: setup, upgrade, backup or restore.")
     mode: Mode = Field(description="pre, core or post: before, as, or after the hook's main operation.")
     location: Annotated[str, AfterValidator(_location), _pattern(_LOCATION)] = Field(

@@ -58,8 +58,14 @@ def validate_driver(source: Path | bytes | DriverPackage) -> DriverReport:
     try:
         if isinstance(source, Path):
             if not source.is_file():
-                return DriverReport(problems=[DriverProblem(
-                    file=str(source), message="no such folder or file; give a driver folder or a .tar.gz.")])
+                return DriverReport(
+                    problems=[
+                        DriverProblem(
+                            file=str(source),
+                            message="no such folder or file; give a driver folder or a .tar.gz.",
+                        )
+                    ]
+                )
             source = source.read_bytes()
         files = read_driver_archive_files(source)
     except DriverError as error:
@@ -76,12 +82,20 @@ def validate_driver(source: Path | bytes | DriverPackage) -> DriverReport:
 def _validate_folder(folder: Path) -> DriverReport:
     spec_path = folder / SPEC_FILE_NAME
     if not spec_path.is_file():
-        return DriverReport(problems=[DriverProblem(
-            file=SPEC_FILE_NAME, message="missing at the driver's root; add it there (see docs/drivers.md).")])
+        return DriverReport(
+            problems=[
+                DriverProblem(
+                    file=SPEC_FILE_NAME,
+                    message="missing at the driver's root; add it there (see docs/drivers.md).",
+                )
+            ]
+        )
     try:
         text = spec_path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        return DriverReport(problems=[DriverProblem(file=SPEC_FILE_NAME, message="not UTF-8 text; save it as UTF-8.")])
+        return DriverReport(
+            problems=[DriverProblem(file=SPEC_FILE_NAME, message="not UTF-8 text; save it as UTF-8.")]
+        )
     parsed = parse_driver_spec(text)
 
     problems = list(parsed.problems)
@@ -118,33 +132,48 @@ def _chart_problems(folder: Path, parsed: ParsedSpec) -> list[DriverProblem]:
             {},
         )
     except RenderError as error:
-        where = parsed.chart.path if parsed.chart.path != DEFAULT_CHART_PATH else f"{DEFAULT_CHART_PATH} (default)"
-        return [parsed.problem(chart_loc, f"the chart in {where} does not render with its default values: "
-                                          f"{error}. Fix the chart.")]
+        where = (
+            parsed.chart.path
+            if parsed.chart.path != DEFAULT_CHART_PATH
+            else f"{DEFAULT_CHART_PATH} (default)"
+        )
+        return [
+            parsed.problem(
+                chart_loc,
+                f"the chart in {where} does not render with its default values: {error}. Fix the chart.",
+            )
+        ]
     problems = []
     for index, component in parsed.components:
         workload = find_workload(manifests, component, VALIDATION_RELEASE_NAME)
         if workload is None:
             name = component.workload.resolved_name(VALIDATION_RELEASE_NAME)
-            rendered = ", ".join(
-                f'{m["kind"]} "{(m.get("metadata") or {}).get("name")}"'
-                for m in manifests
-                if m.get("kind") in ("Deployment", "StatefulSet")
-            ) or "no Deployment or StatefulSet"
-            problems.append(parsed.problem(
-                ("spec", "components", index, "workload"),
-                f'the chart renders no {component.workload.kind} "{name}" for component {component.name} '
-                f'(rendered with release name "{VALIDATION_RELEASE_NAME}"; it renders {rendered}); '
-                "fix workload.kind and workload.name, using {{ .Release.Name }} where the chart uses it.",
-            ))
+            rendered = (
+                ", ".join(
+                    f'{m["kind"]} "{(m.get("metadata") or {}).get("name")}"'
+                    for m in manifests
+                    if m.get("kind") in ("Deployment", "StatefulSet")
+                )
+                or "no Deployment or StatefulSet"
+            )
+            problems.append(
+                parsed.problem(
+                    ("spec", "components", index, "workload"),
+                    f'the chart renders no {component.workload.kind} "{name}" for component {component.name} '
+                    f'(rendered with release name "{VALIDATION_RELEASE_NAME}"; it renders {rendered}); '
+                    "fix workload.kind and workload.name, using {{ .Release.Name }} where the chart uses it.",
+                )
+            )
             continue
         try:
             component_container(workload.get("spec", {}).get("template", {}), component)
         except ComponentNotRendered as error:
-            problems.append(parsed.problem(
-                ("spec", "components", index, "container" if component.container else "workload"),
-                f"{error} Fix the container name or the chart.",
-            ))
+            problems.append(
+                parsed.problem(
+                    ("spec", "components", index, "container" if component.container else "workload"),
+                    f"{error} Fix the container name or the chart.",
+                )
+            )
     return problems
 
 
@@ -152,8 +181,14 @@ def _start_action_check(folder: Path, locations: list[str]) -> tuple[subprocess.
     output = Path(tempfile.mkstemp(prefix="styrmin-action-check-", suffix=".json")[1])
     environment = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     process = subprocess.Popen(
-        [sys.executable, "-m", "styrmin_backend.drivers._action_check", str(folder.resolve()), str(output),
-         json.dumps(locations)],
+        [
+            sys.executable,
+            "-m",
+            "styrmin_backend.drivers._action_check",
+            str(folder.resolve()),
+            str(output),
+            json.dumps(locations),
+        ],
         cwd=folder,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -172,14 +207,24 @@ def _finish_action_check(checking: tuple[subprocess.Popen[str], Path]) -> dict[s
         except subprocess.TimeoutExpired:
             process.kill()
             process.communicate()
-            return {"": {"error": f"importing the action files took more than {ACTION_CHECK_TIMEOUT_SECONDS} s; "
-                                  "remove slow work done at import time.", "file_failed": True}}
+            return {
+                "": {
+                    "error": f"importing the action files took more than {ACTION_CHECK_TIMEOUT_SECONDS} s; "
+                    "remove slow work done at import time.",
+                    "file_failed": True,
+                }
+            }
         text = output.read_text() if output.exists() else ""
         if process.returncode != 0 or not text:
             last = (stderr or "").strip().splitlines()[-1:] or ["no output"]
-            return {"": {"error": f"importing the action files stopped the checking process "
-                                  f"(exit code {process.returncode}: {last[0]}); make sure they do not exit "
-                                  "or crash when imported.", "file_failed": True}}
+            return {
+                "": {
+                    "error": f"importing the action files stopped the checking process "
+                    f"(exit code {process.returncode}: {last[0]}); make sure they do not exit "
+                    "or crash when imported.",
+                    "file_failed": True,
+                }
+            }
         results: dict[str, Any] = json.loads(text)
         return results
     finally:
@@ -207,18 +252,30 @@ def _action_problems(parsed: ParsedSpec, results: dict[str, Any]) -> list[Driver
 def _report(parsed: ParsedSpec, problems: list[DriverProblem]) -> DriverReport:
     spec = parsed.spec
     data = parsed.source.data if parsed.source and isinstance(parsed.source.data, dict) else {}
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
     return DriverReport(
         name=spec.metadata.name if spec else _text_or_none(metadata.get("name")),
         version=spec.metadata.version if spec else _text_or_none(metadata.get("version")),
         components=[
-            ComponentSummary(name=c.name, workload_kind=c.workload.kind, workload_name=c.workload.name,
-                             container=c.container)
+            ComponentSummary(
+                name=c.name,
+                workload_kind=c.workload.kind,
+                workload_name=c.workload.name,
+                container=c.container,
+            )
             for _, c in parsed.components
         ],
         actions=[
-            ActionSummary(name=a.name, hook=a.hook, mode=a.mode, location=a.location,
-                          description=a.description, timeout=a.timeout)
+            ActionSummary(
+                name=a.name,
+                hook=a.hook,
+                mode=a.mode,
+                location=a.location,
+                description=a.description,
+                timeout=a.timeout,
+            )
             for _, a in parsed.actions
         ],
         problems=problems,

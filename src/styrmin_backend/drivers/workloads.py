@@ -46,9 +46,7 @@ def component_container(pod_template: dict[str, Any], component: Component) -> d
     containers = containers_of(pod_template)
     if component.container is None:
         if not containers:
-            raise ComponentNotRendered(
-                f"the pod template of component {component.name} has no containers."
-            )
+            raise ComponentNotRendered(f"the pod template of component {component.name} has no containers.")
         return containers[0]
     for container in containers:
         if container.get("name") == component.container:

@@ -31,7 +31,7 @@ def version() -> str:
     """The tag of this program's image (digest dropped, registry port kept out), else SHOP_VERSION."""
     image = os.environ.get("LOCALCLUSTER_IMAGE", "")
     name = image.split("@", 1)[0]
-    repository, separator, tag = name.rpartition(":")
+    _, separator, tag = name.rpartition(":")
     if separator and "/" not in tag and tag:
         return tag
     return os.environ.get("SHOP_VERSION", "0.0.0")
@@ -122,12 +122,16 @@ def run_until_stopped(program: str, heartbeat: bool) -> int:
         if current is not None:
             connection.execute("INSERT INTO starts VALUES (?, ?, ?)", (program, version(), now()))
         if current != version():
-            print(f"The database schema is at {current or 'nothing'}, this {program} is {version()}: "
-                  "run `shop migrate`.", flush=True)
+            print(
+                f"The database schema is at {current or 'nothing'}, this {program} is {version()}: "
+                "run `shop migrate`.",
+                flush=True,
+            )
         while not stopping:
             if heartbeat and schema_version(connection) is not None:
-                connection.execute("INSERT OR REPLACE INTO workers VALUES (?, ?, ?)",
-                                   (worker, version(), time.time()))
+                connection.execute(
+                    "INSERT OR REPLACE INTO workers VALUES (?, ?, ?)", (worker, version(), time.time())
+                )
             time.sleep(WORKER_HEARTBEAT_SECONDS)
         if heartbeat and schema_version(connection) is not None:
             connection.execute("DELETE FROM workers WHERE worker = ?", (worker,))

@@ -1,0 +1,259 @@
+"""Rendering with real Helm, then the deployment's image overrides and env on the component containers."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import pytest
+import yaml
+
+from styrmin_backend.drivers import (
+    ConfigurationError,
+    DeploymentConfiguration,
+    RenderError,
+    load_driver_spec,
+    prepare_install_chart,
+    render_deployment,
+)
+from styrmin_backend.drivers.spec import DriverSpec
+from tests.drivers.conftest import CHART_TEMPLATE, EXAMPLE_DRIVER, SPEC, MakeDriver
+
+
+@pytest.fixture
+def demo(make_driver: MakeDriver) -> tuple[Path, DriverSpec]:
+    root = make_driver(SPEC, actions=None)
+    return root, load_driver_spec(SPEC)
+
+
+def _workload(manifests: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    return next(m for m in manifests if m["kind"] == kind and m["metadata"]["name"] == name)
+
+
+def _containers(workload: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in workload["spec"]["template"]["spec"]["containers"]}
+
+
+def test_chart_renders_with_release_namespace_values_and_app_version(demo: tuple[Path, DriverSpec]) -> None:
+    root, spec = demo
+    manifests = render_deployment(
+        root, spec, "shop", "team-a", "2.4.1", DeploymentConfiguration(values={"replicas": 3})
+    )
+
+    server = _workload(manifests, "Deployment", "shop-server")
+    assert server["spec"]["replicas"] == 3
+    assert _containers(server)["server"]["image"] == "example.com/demo/server:2.4.1"
+    assert _workload(manifests, "StatefulSet", "shop-worker")
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("registry.local:5000/demo/server:{{ app.version }}", "registry.local:5000/demo/server:3.0.0"),
+        (
+            "registry.local:5000/demo/server:{{app.version}}-debug",
+            "registry.local:5000/demo/server:3.0.0-debug",
+        ),
+        ("demo/server:{{ app.version }}@sha256:" + "a" * 64, "demo/server:3.0.0@sha256:" + "a" * 64),
+        (
+            "registry.local:5000/demo/server@sha256:" + "b" * 64,
+            "registry.local:5000/demo/server@sha256:" + "b" * 64,
+        ),
+    ],
+)
+def test_image_override_goes_to_the_component_container_with_the_app_version(
+    demo: tuple[Path, DriverSpec], override: str, expected: str
+) -> None:
+    root, spec = demo
+    configuration = DeploymentConfiguration(images={"server": override})
+
+    manifests = render_deployment(root, spec, "shop", "default", "3.0.0", configuration)
+
+    containers = _containers(_workload(manifests, "Deployment", "shop-server"))
+    assert containers["server"]["image"] == expected
+    assert containers["sidecar"]["image"] == "example.com/demo/sidecar:1"
+
+
+def test_component_without_declared_container_gets_overrides_on_its_first(
+    demo: tuple[Path, DriverSpec],
+) -> None:
+    root, spec = demo
+    configuration = DeploymentConfiguration(
+        images={"worker": "mirror.local/worker:{{ app.version }}"}, env={"worker": {"QUEUE": "fast"}}
+    )
+
+    manifests = render_deployment(root, spec, "shop", "default", "1.1.0", configuration)
+
+    worker = _containers(_workload(manifests, "StatefulSet", "shop-worker"))["worker"]
+    assert worker["image"] == "mirror.local/worker:1.1.0"
+    assert worker["env"] == [{"name": "QUEUE", "value": "fast"}]
+
+
+def test_env_vars_replace_the_charts_in_place_and_add_new_ones(demo: tuple[Path, DriverSpec]) -> None:
+    root, spec = demo
+    configuration = DeploymentConfiguration(env={"server": {"LEVEL": "debug", "FEATURE_X": "on"}})
+
+    manifests = render_deployment(root, spec, "shop", "default", "1.0.0", configuration)
+
+    containers = _containers(_workload(manifests, "Deployment", "shop-server"))
+    assert containers["server"]["env"] == [
+        {"name": "MODE", "value": "normal"},
+        {"name": "LEVEL", "value": "debug"},
+        {"name": "FEATURE_X", "value": "on"},
+    ]
+    assert "env" not in containers["sidecar"]
+
+
+def test_unknown_component_in_the_configuration_is_named(demo: tuple[Path, DriverSpec]) -> None:
+    root, spec = demo
+    configuration = DeploymentConfiguration(images={"api": "x:1"}, env={"web": {"A": "1"}})
+
+    with pytest.raises(ConfigurationError) as raised:
+        render_deployment(root, spec, "shop", "default", "1.0.0", configuration)
+
+    assert raised.value.problems == [
+        'images.api: "api" is not a component of driver demo; use server or worker.',
+        'env.web: "web" is not a component of driver demo; use server or worker.',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("configuration", "message"),
+    [
+        ({"images": {"server": "shop:{{ .Values.tag }}"}}, "uses a template other than {{ app.version }}"),
+        ({"images": {"server": "shop: 1"}}, "is not an image reference"),
+        ({"env": {"server": {"1BAD": "x"}}}, '"1BAD" is not an env var name'),
+        ({"replicas": 2}, "Extra inputs are not permitted"),
+    ],
+)
+def test_configuration_is_checked(configuration: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("{", r"\{").replace("}", r"\}").replace(".", r"\.")):
+        DeploymentConfiguration.model_validate(configuration)
+
+
+def test_chart_that_fails_shows_helms_message(make_driver: MakeDriver) -> None:
+    root = make_driver(SPEC, actions=None, template='{{ fail "set .Values.database" }}\n')
+
+    with pytest.raises(
+        RenderError,
+        match=r"execution error at \(demo/templates/workloads.yaml:1:3\): "
+        r"set \.Values\.database",
+    ):
+        render_deployment(root, load_driver_spec(SPEC), "shop", "default", "1.0.0", DeploymentConfiguration())
+
+
+def test_override_of_a_component_the_values_do_not_render_is_an_error(make_driver: MakeDriver) -> None:
+    template = (
+        "{{ if .Values.worker }}"
+        + (Path(__file__).parent / "conftest.py")
+        .read_text()
+        .split('CHART_TEMPLATE = """\\\n')[1]
+        .split('"""')[0]
+        + "{{ end }}"
+    )
+    root = make_driver(SPEC, actions=None, template=template)
+    configuration = DeploymentConfiguration(images={"server": "x:1"})
+
+    with pytest.raises(RenderError, match='rendered no Deployment "shop-server" with these values'):
+        render_deployment(root, load_driver_spec(SPEC), "shop", "default", "1.0.0", configuration)
+
+
+def test_invalid_release_name_is_refused(demo: tuple[Path, DriverSpec]) -> None:
+    root, spec = demo
+    with pytest.raises(RenderError, match='"Shop_1" is not a valid release name'):
+        render_deployment(root, spec, "Shop_1", "default", "1.0.0", DeploymentConfiguration())
+
+
+def test_install_chart_renders_exactly_the_deployments_manifests(
+    demo: tuple[Path, DriverSpec], tmp_path: Path
+) -> None:
+    root, spec = demo
+    configuration = DeploymentConfiguration(
+        values={"replicas": 2},
+        images={"server": "registry.local:5000/demo/server:{{ app.version }}"},
+        env={"server": {"LEVEL": "debug"}},
+    )
+    expected = render_deployment(root, spec, "shop", "team-a", "2.0.0", configuration)
+
+    install = prepare_install_chart(
+        root, spec, "shop", "team-a", "2.0.0", configuration, tmp_path / "install"
+    )
+
+    with helm.Chart.load(install.path) as chart:
+        assert chart.metadata["appVersion"] == "2.0.0"
+        assert chart.metadata["name"] == "demo"
+        rendered = chart.render(install.values, name="shop", namespace="team-a")
+    documents = [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
+    assert documents == expected
+    assert install.values == {"replicas": 2}
+
+
+def test_example_driver_renders_under_a_second() -> None:
+    spec = load_driver_spec((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
+    configuration = DeploymentConfiguration(
+        images={"server": "registry.local:5000/shop/server:{{ app.version }}"}
+    )
+    render_deployment(EXAMPLE_DRIVER, spec, "shop", "default", "1.0.0", configuration)  # warm-up
+
+    durations = []
+    for _ in range(5):
+        started = time.perf_counter()
+        manifests = render_deployment(EXAMPLE_DRIVER, spec, "shop", "default", "2.0.0", configuration)
+        durations.append(time.perf_counter() - started)
+
+    assert sorted(durations)[2] < 1.0
+    server = _workload(manifests, "Deployment", "shop-server")
+    assert [c["image"] for c in server["spec"]["template"]["spec"]["containers"]] == [
+        "example.com/shop/log-shipper:1.0.0",
+        "registry.local:5000/shop/server:2.0.0",
+    ]
+    worker = _workload(manifests, "Deployment", "shop-task-worker")
+    assert (
+        worker["spec"]["template"]["spec"]["containers"][0]["image"] == "example.com/shop/task-worker:2.0.0"
+    )
+
+
+HOOK = """
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-seed
+  annotations:
+    helm.sh/hook: post-install
+spec:
+  template:
+    spec:
+      containers: [{name: seed, image: example.com/demo/seed:1}]
+"""
+
+EMPTY_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n"
+
+
+def test_helm_installs_the_install_chart_with_hooks_kept_apart(
+    make_driver: MakeDriver, tmp_path: Path
+) -> None:
+    root = make_driver(SPEC, actions=None, template=CHART_TEMPLATE + HOOK)
+    configuration = DeploymentConfiguration(
+        images={"server": "registry.local:5000/demo/server:{{ app.version }}"}
+    )
+    install = prepare_install_chart(
+        root, load_driver_spec(SPEC), "shop", "team-a", "2.0.0", configuration, tmp_path / "install"
+    )
+
+    with helm.Config(
+        storage_driver="memory", namespace="team-a", kubeconfig_content=EMPTY_KUBECONFIG
+    ) as config:
+        release = config.install(
+            str(install.path), "shop", install.values, dry_run="client", namespace="team-a"
+        )
+
+    assert (release["chart_name"], release["chart_version"], release["app_version"]) == (
+        "demo",
+        "0.1.0",
+        "2.0.0",
+    )
+    assert "image: registry.local:5000/demo/server:2.0.0" in release["manifest"]
+    assert "shop-seed" not in release["manifest"]  # a hook, which Helm runs apart from the manifest
