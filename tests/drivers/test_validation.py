@@ -14,6 +14,8 @@ import pytest
 from styrmin_backend.drivers import DriverReport, validate_driver
 from tests.drivers.conftest import ACTIONS, EXAMPLE_DRIVER, SPEC, MakeDriver, write_driver
 
+SPEC_WITHOUT_ACTIONS = SPEC.split("  actions:")[0]
+
 # Line numbers matter: the expected messages below name them.
 BROKEN_SPEC = """\
 apiVersion: styrmin.io/v1
@@ -110,6 +112,11 @@ def broken_report(tmp_path_factory: pytest.TempPathFactory) -> DriverReport:
     return validate_driver(
         write_driver(root, BROKEN_SPEC, BROKEN_ACTIONS, files={"broken.py": BROKEN_MODULE})
     )
+
+
+@pytest.fixture(scope="module")
+def example_report() -> DriverReport:
+    return validate_driver(EXAMPLE_DRIVER)
 
 
 def _messages(report: DriverReport) -> list[str]:
@@ -210,7 +217,7 @@ def test_every_problem_is_reported_at_once_in_line_order(broken_report: DriverRe
 
 def test_chart_that_fails_to_render_shows_helms_message(make_driver: MakeDriver) -> None:
     template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.missing.name }}\n"
-    report = validate_driver(make_driver(SPEC, actions=ACTIONS, template=template))
+    report = validate_driver(make_driver(SPEC_WITHOUT_ACTIONS, actions=None, template=template))
 
     chart_problems = [p for p in report.problems if p.field == "spec.chart.path"]
     assert len(chart_problems) == 1
@@ -232,21 +239,20 @@ def test_invalid_yaml_names_its_line(make_driver: MakeDriver) -> None:
 
 
 def test_unknown_field_is_named_with_the_fields_allowed_there(make_driver: MakeDriver) -> None:
-    spec = SPEC.replace(
-        '      location: "actions.py::pre_setup"\n',
-        '      location: "actions.py::pre_setup"\n      retries: 3\n',
+    spec = SPEC_WITHOUT_ACTIONS.replace(
+        "      container: server\n", "      container: server\n      replicas: 3\n"
     )
-    report = validate_driver(make_driver(spec))
+    report = validate_driver(make_driver(spec, actions=None))
 
     assert _messages(report) == [
-        "driver.styrmin.yml, line 25, spec.actions[0].retries: unknown field; remove it or fix its "
-        "spelling (fields here: name, hook, mode, location, description, timeout)."
+        "driver.styrmin.yml, line 16, spec.components[0].replicas: unknown field; remove it or fix its "
+        "spelling (fields here: name, workload, container)."
     ]
 
 
 def test_missing_required_field_says_what_to_add(make_driver: MakeDriver) -> None:
-    spec = SPEC.replace('    defaultVersion: "1.0.0"\n', "")
-    report = validate_driver(make_driver(spec))
+    spec = SPEC_WITHOUT_ACTIONS.replace('    defaultVersion: "1.0.0"\n', "")
+    report = validate_driver(make_driver(spec, actions=None))
 
     assert _messages(report) == [
         "driver.styrmin.yml, line 7, spec.application.defaultVersion: required field is missing; add it "
@@ -265,17 +271,23 @@ def test_seed_example_with_a_spec_around_it_is_valid(make_driver: MakeDriver) ->
     assert report.text().startswith("demo@1.0.0 is valid.\nComponents (2):\n  server: Deployment")
 
 
-def test_actions_are_imported_in_a_subprocess_not_in_the_caller(
-    make_driver: MakeDriver, tmp_path: Path
+def test_actions_are_imported_in_a_subprocess_without_the_callers_secrets(
+    make_driver: MakeDriver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("STYRMIN_DATABASE_URL", "postgresql://styrmin:hunter2@db/styrmin")
     marker = tmp_path / "imported-by"
-    actions = f"import os\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\n" + ACTIONS
+    actions = (
+        f"import os\nopen({str(marker)!r}, 'w').write("
+        "f\"{os.getpid()} {os.environ.get('STYRMIN_DATABASE_URL')}\")\n" + ACTIONS
+    )
     modules_before = set(sys.modules)
 
     report = validate_driver(make_driver(SPEC, actions=actions))
 
     assert report.valid, report.text()
-    assert marker.read_text() != str(os.getpid())
+    pid, database_url = marker.read_text().split()
+    assert pid != str(os.getpid())
+    assert database_url == "None"
     assert not {name for name in set(sys.modules) - modules_before if "actions" in name}
 
 
@@ -298,7 +310,7 @@ def test_archive_is_validated_like_its_folder(make_driver: MakeDriver) -> None:
 
 
 def test_chart_render_during_validation_is_fast(make_driver: MakeDriver) -> None:
-    root = make_driver(SPEC.split("  actions:")[0], actions=None)
+    root = make_driver(SPEC_WITHOUT_ACTIONS, actions=None)
     started = time.perf_counter()
     report = validate_driver(root)
     elapsed = time.perf_counter() - started
@@ -327,13 +339,14 @@ def _primitives_importable() -> bool:
     reason="styrmin_backend.actions (the primitives, issue 7) does not export what the example's "
     "actions.py imports yet",
 )
-def test_example_driver_is_valid() -> None:
-    report = validate_driver(EXAMPLE_DRIVER)
-    assert report.valid, report.text()
-    assert [c.name for c in report.components] == ["server", "task-worker"]
+def test_example_driver_is_valid(example_report: DriverReport) -> None:
+    assert example_report.valid, example_report.text()
+    assert [c.name for c in example_report.components] == ["server", "task-worker"]
 
 
-def test_example_driver_chart_and_spec_are_valid_apart_from_the_primitives_import() -> None:
-    report = validate_driver(EXAMPLE_DRIVER)
+def test_example_driver_chart_and_spec_are_valid_apart_from_the_primitives_import(
+    example_report: DriverReport,
+) -> None:
+    report = example_report
     unexpected = [p for p in report.problems if "'styrmin_backend.actions'" not in p.message]
     assert not unexpected, report.text()

@@ -38,6 +38,18 @@ VALIDATION_RELEASE_NAME = "styrmin-check"
 
 VALIDATION_NAMESPACE = "default"
 
+_INHERITED_ENV = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "PREFECT_HOME",
+)
+
 ACTION_CHECK_TIMEOUT_SECONDS = 120
 """How long importing a driver's action files may take during validation."""
 
@@ -179,7 +191,9 @@ def _chart_problems(folder: Path, parsed: ParsedSpec) -> list[DriverProblem]:
 
 def _start_action_check(folder: Path, locations: list[str]) -> tuple[subprocess.Popen[str], Path]:
     output = Path(tempfile.mkstemp(prefix="styrmin-action-check-", suffix=".json")[1])
-    environment = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    # Only what Python needs: a driver's code must not see the server's secrets (database URL, tokens).
+    environment = {name: os.environ[name] for name in _INHERITED_ENV if name in os.environ}
+    environment["PYTHONDONTWRITEBYTECODE"] = "1"
     process = subprocess.Popen(
         [
             sys.executable,
