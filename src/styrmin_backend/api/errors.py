@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -54,6 +56,7 @@ _STATUS: dict[type[DomainError], int] = {
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text}
     for code, text in {
+        400: "The request could not be read (for example, a body that is not JSON).",
         401: "Not signed in, or the token is expired, revoked or of a deactivated user.",
         403: "The caller's role does not allow this, or the request is refused.",
         404: "Not found.",
@@ -63,15 +66,23 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def error_response(status: int, message: str, field: str | None = None, **extra: Any) -> JSONResponse:
+def error_response(
+    status: int,
+    message: str,
+    field: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
     """A JSON error answer."""
     body = ErrorBody(message=message, field=field, **extra).model_dump(mode="json")
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(body, status_code=status, headers=headers)
+    all_headers = dict(headers or {})
+    if status == 401:
+        all_headers["WWW-Authenticate"] = "Bearer"
+    return JSONResponse(body, status_code=status, headers=all_headers)
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header", "cookie")]
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header", "cookie", "[key]")]
     return ".".join(parts) or str(loc[0] if loc else "request")
 
 
@@ -86,7 +97,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, error: RequestValidationError) -> JSONResponse:
         fields = [
-            FieldError(field=_field_path(tuple(e.get("loc", ()))), message=str(e.get("msg", "invalid")))
+            FieldError(
+                field=_field_path(tuple(e.get("loc", ()))),
+                message=str(e.get("msg", "invalid")).removeprefix("Value error, "),
+            )
             for e in error.errors()
         ]
         first = fields[0] if fields else FieldError(field="request", message="invalid")
@@ -96,8 +110,11 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(422, message, first.field, errors=fields)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return error_response(error.status_code, str(error.detail))
+    async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        headers = dict(error.headers or {})
+        if error.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed_methods(app, request.url.path))
+        return error_response(error.status_code, str(error.detail), headers=headers)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, error: Exception) -> JSONResponse:
@@ -106,3 +123,15 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(
             500, f"Styrmin hit an unexpected error; the server log has details under request id {request_id}."
         )
+
+
+def _allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """Every method some route of ``path`` answers (Starlette names only the first route's)."""
+    methods: set[str] = set()
+    for template, operations in app.openapi()["paths"].items():
+        pattern = "^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template)) + "$"
+        if re.match(pattern, path):
+            methods |= {m.upper() for m in operations}
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
 from styrmin_backend.domain.deployments import DeploymentStatus
 from styrmin_backend.domain.roles import Role
@@ -19,6 +20,8 @@ Version = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 ]
 ComponentName = Annotated[str, StringConstraints(min_length=1, max_length=63)]
+MAX_ID = 2**63 - 1
+"""Ids are 64-bit; larger numbers are refused as bad input rather than reaching the database."""
 
 
 class Strict(BaseModel):
@@ -34,7 +37,7 @@ class LoginRequest(Strict):
     username: Name
     password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
     token_name: Annotated[str, StringConstraints(max_length=128)] = "login"  # noqa: S105
-    expires_in_seconds: int | None = Field(
+    expires_in_seconds: StrictInt | None = Field(
         default=None, ge=60, le=10 * 365 * 24 * 3600, description="Lifetime; default: the server's setting."
     )
 
@@ -54,7 +57,7 @@ class SessionOut(BaseModel):
 
 class TokenCreateRequest(Strict):
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
-    expires_in_seconds: int | None = Field(default=None, ge=60, le=10 * 365 * 24 * 3600)
+    expires_in_seconds: StrictInt | None = Field(default=None, ge=60, le=10 * 365 * 24 * 3600)
 
 
 class TokenOut(BaseModel):
@@ -109,7 +112,7 @@ class UserCreateRequest(Strict):
 
 class UserUpdateRequest(Strict):
     role: Role | None = None
-    active: bool | None = None
+    active: StrictBool | None = None
 
 
 class PasswordRequest(Strict):
@@ -124,6 +127,17 @@ class PasswordResetOut(BaseModel):
 # --- deployments -------------------------------------------------------------------------------
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+
+
+def _check_env_name(name: str) -> str:
+    if not _ENV_NAME.fullmatch(name):
+        raise ValueError(
+            f'"{name}" is not a valid env var name; use letters, digits and "_", not starting with a digit.'
+        )
+    return name
+
+
 class ConfigurationIn(Strict):
     values: dict[str, Any] = Field(default_factory=dict, description="Helm values for the driver's chart.")
     images: dict[ComponentName, Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(
@@ -133,7 +147,7 @@ class ConfigurationIn(Strict):
     env: dict[
         ComponentName,
         dict[
-            Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)],
+            Annotated[str, AfterValidator(_check_env_name)],
             Annotated[str, StringConstraints(max_length=32768)],
         ],
     ] = Field(default_factory=dict, description="Env vars per component, set on its component container.")
@@ -158,12 +172,16 @@ class DeploymentCreateRequest(Strict):
 class UpgradeRequest(Strict):
     app_version: Version | None = None
     driver_version: Version | None = None
-    started_by_step: int | None = Field(default=None, ge=1, description="Set by Styrmin's actions only.")
+    started_by_step: StrictInt | None = Field(
+        default=None, ge=1, le=MAX_ID, description="Set by Styrmin's actions only."
+    )
 
 
 class ComponentsRequest(Strict):
     components: list[ComponentName] = Field(min_length=1, max_length=100)
-    started_by_step: int | None = Field(default=None, ge=1, description="Set by Styrmin's actions only.")
+    started_by_step: StrictInt | None = Field(
+        default=None, ge=1, le=MAX_ID, description="Set by Styrmin's actions only."
+    )
 
 
 class DeploymentOut(BaseModel):

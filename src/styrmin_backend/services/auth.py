@@ -78,7 +78,7 @@ def authenticate(session: Session, token: str) -> Principal:
     ).one_or_none()
     if found is None:
         raise NotAuthenticated("The token is not valid; log in again to get a new one.")
-    row, user = found.tuple()
+    row, user = found
     if row.revoked_at is not None:
         raise NotAuthenticated("The token was revoked; log in again to get a new one.")
     if as_utc(row.expires_at) <= utcnow():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 
 from styrmin_backend.api.deps import (
     CSRF_COOKIE,
@@ -18,6 +18,7 @@ from styrmin_backend.api.deps import (
     require,
 )
 from styrmin_backend.api.schemas import (
+    MAX_ID,
     IssuedTokenOut,
     LoginRequest,
     SessionOut,
@@ -129,7 +130,7 @@ def create_token(
 
 
 @router.delete("/auth/tokens/{token_id}", status_code=204)
-def revoke_token(token_id: int, db: Db, principal: Reader) -> None:
+def revoke_token(token_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, principal: Reader) -> None:
     """Revoke one of your tokens (an admin may revoke anyone's)."""
     auth.revoke_token(db, token_id, by=principal)
 

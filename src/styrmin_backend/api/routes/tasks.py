@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from styrmin_backend.api.deps import Db, Reader
-from styrmin_backend.api.schemas import TaskOut, TaskPageOut, TaskSummary
+from styrmin_backend.api.schemas import MAX_ID, TaskOut, TaskPageOut, TaskSummary
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services import tasks
 from styrmin_backend.services.tasks import MAX_PAGE_SIZE
@@ -23,7 +23,9 @@ def list_tasks(
     type: Annotated[TaskType | None, Query()] = None,
     status: Annotated[TaskStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
-    before: Annotated[int | None, Query(ge=1, description="Cursor: tasks with a smaller id.")] = None,
+    before: Annotated[
+        int | None, Query(ge=1, le=MAX_ID, description="Cursor: tasks with a smaller id.")
+    ] = None,
 ) -> TaskPageOut:
     """Tasks newest first, filtered by deployment, type and status."""
     page = tasks.list_tasks(
@@ -33,6 +35,6 @@ def list_tasks(
 
 
 @router.get("/tasks/{task_id}", response_model=TaskOut)
-def get_task(task_id: int, db: Db, _: Reader) -> TaskOut:
+def get_task(task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, _: Reader) -> TaskOut:
     """One task: its steps in order with errors, notes and output, and the tasks it started."""
     return TaskOut.of_detail(tasks.get_task_detail(db, task_id))

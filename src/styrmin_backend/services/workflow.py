@@ -1,0 +1,165 @@
+"""Recording a task's progress: start, steps, notes, output, end (the agent's side of a task)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.errors import NotFound
+from styrmin_backend.domain.tasks import (
+    ChildTaskResult,
+    Step,
+    StepStatus,
+    Task,
+    TaskStatus,
+    TaskType,
+    rollup_result,
+)
+from styrmin_backend.store.models import StepRow, TaskRow
+
+
+def _task_row(session: Session, task_id: int) -> TaskRow:
+    row = session.get(TaskRow, task_id, with_for_update=True)
+    if row is None:
+        raise NotFound(f"There is no task {task_id}.", field="task_id")
+    return row
+
+
+def _step_row(session: Session, step_id: int) -> StepRow:
+    row = session.get(StepRow, step_id, with_for_update=True)
+    if row is None:
+        raise NotFound(f"There is no step {step_id}.", field="step_id")
+    return row
+
+
+def _step(row: StepRow) -> Step:
+    return Step(
+        name=row.name,
+        status=StepStatus(row.status),
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        error=row.error,
+        output_tail=row.output_tail,
+        output_truncated=row.output_truncated,
+        notes=list(row.notes),
+    )
+
+
+def _write_step(step: Step, row: StepRow) -> None:
+    row.status = step.status.value
+    row.started_at = step.started_at
+    row.ended_at = step.ended_at
+    row.error = step.error
+
+
+def _task(row: TaskRow, steps: list[StepRow]) -> Task:
+    return Task(
+        type=TaskType(row.type),
+        status=TaskStatus(row.status),
+        requested_by=row.requested_by,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        ended_at=row.ended_at,
+        error=row.error,
+        steps=[_step(s) for s in steps],
+        parent_task_id=row.parent_task_id,
+        parent_step_id=row.parent_step_id,
+    )
+
+
+def _steps_of(session: Session, task_id: int) -> list[StepRow]:
+    return list(session.scalars(select(StepRow).where(StepRow.task_id == task_id).order_by(StepRow.position)))
+
+
+def start_task(session: Session, task_id: int) -> TaskRow:
+    """Mark a pending task running."""
+    row = _task_row(session, task_id)
+    task = _task(row, [])
+    task.start(utcnow())
+    row.status, row.started_at = task.status.value, task.started_at
+    return row
+
+
+def add_step(session: Session, task_id: int, name: str, *, started: bool = True) -> StepRow:
+    """Append a step named ``name`` to a task (running unless ``started`` is False)."""
+    _task_row(session, task_id)
+    position = len(_steps_of(session, task_id))
+    step = Step(name=name)
+    if started:
+        step.start(utcnow())
+    row = StepRow(
+        task_id=task_id,
+        position=position,
+        name=name,
+        status=step.status.value,
+        started_at=step.started_at,
+        notes=[],
+        output_truncated=False,
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def add_step_note(session: Session, step_id: int, note: str) -> StepRow:
+    """Add a note to a step (for example the line naming a deleted Job)."""
+    row = _step_row(session, step_id)
+    row.notes = [*row.notes, note]
+    return row
+
+
+def set_step_output(session: Session, step_id: int, output_tail: str, output_truncated: bool) -> StepRow:
+    """Store the kept end of a failed command's output on a step."""
+    row = _step_row(session, step_id)
+    row.output_tail = output_tail
+    row.output_truncated = output_truncated
+    return row
+
+
+def end_step(session: Session, step_id: int, *, error: str | None = None) -> StepRow:
+    """End a step: failed with ``error``, or succeeded when there is none. A step ends once."""
+    row = _step_row(session, step_id)
+    step = _step(row)
+    if error is None:
+        step.succeed(utcnow())
+    else:
+        step.fail(utcnow(), error)
+    _write_step(step, row)
+    return row
+
+
+def end_task(
+    session: Session, task_id: int, *, error: str | None = None, result: dict[str, Any] | None = None
+) -> TaskRow:
+    """End a task; it succeeds only when all its steps did. Its result lists the tasks it started."""
+    row = _task_row(session, task_id)
+    steps = _steps_of(session, task_id)
+    task = _task(row, steps)
+    if error is None:
+        task.succeed(utcnow())
+    else:
+        task.fail(utcnow(), error)
+    names = {s.id: s.name for s in steps}
+    children = [
+        ChildTaskResult(
+            task_id=child.id,
+            type=TaskType(child.type),
+            status=TaskStatus(child.status),
+            step_name=names.get(child.parent_step_id or 0, ""),
+            result=child.result,
+        )
+        for child in session.scalars(
+            select(TaskRow).where(TaskRow.parent_task_id == task_id).order_by(TaskRow.id)
+        )
+    ]
+    row.status, row.started_at, row.ended_at, row.error = (
+        task.status.value,
+        task.started_at,
+        task.ended_at,
+        task.error,
+    )
+    row.result = rollup_result(result, children)
+    return row

@@ -1,0 +1,113 @@
+"""A real Styrmin app on a fresh database, and users of every role to call it as."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from sqlalchemy import Engine
+
+from styrmin_backend.api import create_app
+from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.roles import Role
+from styrmin_backend.services import auth, users
+from styrmin_backend.services.users import ensure_admin
+from styrmin_backend.settings import Settings
+from styrmin_backend.store.db import make_session_factory, transaction
+from styrmin_backend.store.models import DriverRow
+
+ADMIN_PASSWORD = "admin-password-for-tests"
+USER_PASSWORD = "a-long-password"
+
+EXAMPLE_DRIVER_SPEC: dict[str, Any] = {
+    "apiVersion": "styrmin.io/v1",
+    "kind": "Driver",
+    "metadata": {"name": "shop", "version": "1.0.0"},
+    "spec": {
+        "application": {"name": "shop", "version": "1.0"},
+        "components": [{"name": "server"}, {"name": "task-worker"}],
+        "actions": [],
+    },
+}
+
+
+@dataclass
+class Stack:
+    """The app under test, its database, and helpers to act as a given user."""
+
+    client: TestClient
+    engine: Engine
+    settings: Settings
+
+    def session(self) -> Any:
+        return transaction(make_session_factory(self.engine))
+
+    def login(self, username: str, password: str) -> str:
+        response = self.client.post("/api/v1/auth/login", json={"username": username, "password": password})
+        assert response.status_code == 201, response.text
+        token: str = response.json()["token"]
+        return token
+
+    def headers(self, token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    def make_user(self, username: str, role: Role) -> str:
+        """Create ``username`` with ``role`` through the API and return a token of theirs."""
+        admin = self.login("admin", ADMIN_PASSWORD)
+        response = self.client.post(
+            "/api/v1/users",
+            json={"username": username, "role": role.value, "password": USER_PASSWORD},
+            headers=self.headers(admin),
+        )
+        assert response.status_code == 201, response.text
+        return self.login(username, USER_PASSWORD)
+
+    def token_for(self, username: str) -> str:
+        """A fresh API token of ``username``, made without a password login (fast)."""
+        with self.session() as session:
+            user = users.get_user(session, username)
+            return auth.issue_token(session, user, auth.TokenKind.API, timedelta(hours=1)).token
+
+    def actions_token(self, lifetime: timedelta = timedelta(minutes=10)) -> tuple[int, str]:
+        """A styrmin-actions token as a reconciliation gets it (through the internal service)."""
+        with self.session() as session:
+            issued = auth.mint_actions_token(session, lifetime)
+        return issued.id, issued.token
+
+    def add_driver(self, spec: dict[str, Any] | None = None) -> None:
+        """Store a driver version directly (the registry issue adds the push endpoint)."""
+        spec = spec or EXAMPLE_DRIVER_SPEC
+        with self.session() as session:
+            session.add(
+                DriverRow(
+                    name=spec["metadata"]["name"],
+                    version=spec["metadata"]["version"],
+                    checksum="0" * 64,
+                    spec=spec,
+                    archive=b"",
+                    pushed_by="admin",
+                    pushed_at=utcnow(),
+                )
+            )
+
+
+def make_stack(engine: Engine, data_dir: Path) -> Stack:
+    settings = Settings(data_dir=data_dir, admin_password=SecretStr(ADMIN_PASSWORD))
+    with transaction(make_session_factory(engine)) as session:
+        ensure_admin(session, ADMIN_PASSWORD, data_dir)
+    client = TestClient(create_app(settings, engine), raise_server_exceptions=False)
+    return Stack(client=client, engine=engine, settings=settings)
+
+
+@pytest.fixture
+def stack(engine: Engine, tmp_path: Path) -> Iterator[Stack]:
+    """The API on a fresh database with the admin made, on SQLite and PostgreSQL."""
+    stack = make_stack(engine, tmp_path / "data")
+    with stack.client:
+        yield stack

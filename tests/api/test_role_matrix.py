@@ -1,0 +1,137 @@
+"""Every endpoint called as every kind of caller: each allowed or denied as the roles say."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from styrmin_backend.domain.roles import Role
+from styrmin_backend.domain.users import ACTIONS_USERNAME
+
+from .conftest import ADMIN_PASSWORD, Stack
+
+ANY = "signed-in"  # any active user, whatever the role
+# What each endpoint needs, written out here (not read from the code) so that a route whose guard
+# changes, or a new route nobody classified, fails this test.
+NEEDS: dict[tuple[str, str], str] = {
+    ("POST", "/api/v1/auth/login"): "public",
+    ("POST", "/api/v1/auth/session"): "public",
+    ("POST", "/api/v1/auth/logout"): ANY,
+    ("GET", "/api/v1/auth/tokens"): ANY,
+    ("POST", "/api/v1/auth/tokens"): ANY,
+    ("DELETE", "/api/v1/auth/tokens/{token_id}"): ANY,
+    ("GET", "/api/v1/whoami"): ANY,
+    ("GET", "/api/v1/users"): ANY,
+    ("GET", "/api/v1/users/{username}"): ANY,
+    ("POST", "/api/v1/users"): Role.ADMIN,
+    ("PATCH", "/api/v1/users/{username}"): Role.ADMIN,
+    ("PUT", "/api/v1/users/{username}/password"): Role.ADMIN,
+    ("POST", "/api/v1/users/{username}/password/reset"): Role.ADMIN,
+    ("GET", "/api/v1/deployments"): ANY,
+    ("GET", "/api/v1/deployments/{name}"): ANY,
+    ("POST", "/api/v1/deployments"): Role.READ_WRITE,
+    ("POST", "/api/v1/deployments/{name}/upgrade"): Role.READ_WRITE,
+    ("PUT", "/api/v1/deployments/{name}/configuration"): Role.READ_WRITE,
+    ("POST", "/api/v1/deployments/{name}/stop"): Role.READ_WRITE,
+    ("POST", "/api/v1/deployments/{name}/start"): Role.READ_WRITE,
+    ("DELETE", "/api/v1/deployments/{name}"): Role.READ_WRITE,
+    ("GET", "/api/v1/tasks"): ANY,
+    ("GET", "/api/v1/tasks/{task_id}"): ANY,
+}
+
+CALLERS = ("admin", "read-write", "read-only", "anonymous", "styrmin-actions", "deactivated")
+_ROLE_OF = {"admin": Role.ADMIN, "read-write": Role.READ_WRITE, "read-only": Role.READ_ONLY}
+_RANK = {Role.READ_ONLY: 0, Role.READ_WRITE: 1, Role.ADMIN: 2}
+
+
+def expected_allowed(caller: str, need: str) -> bool:
+    if need == "public":
+        return True
+    if caller in ("anonymous", "deactivated"):
+        return False
+    role = Role.READ_WRITE if caller == ACTIONS_USERNAME else _ROLE_OF[caller]
+    return need == ANY or _RANK[role] >= _RANK[Role(need)]
+
+
+def request_for(
+    method: str, path: str, stack: Stack, token_id: int
+) -> tuple[str, str, dict[str, Any] | None]:
+    """A well-formed request for the endpoint, so that only the caller decides the outcome."""
+    url = path.format(token_id=token_id, username="victim", name="shop", task_id=1)
+    bodies: dict[tuple[str, str], dict[str, Any]] = {
+        ("POST", "/api/v1/auth/login"): {"username": "admin", "password": ADMIN_PASSWORD},
+        ("POST", "/api/v1/auth/session"): {"username": "admin", "password": ADMIN_PASSWORD},
+        ("POST", "/api/v1/auth/tokens"): {"name": "matrix"},
+        ("POST", "/api/v1/users"): {"username": "newbie", "role": "read-only", "password": "long-enough"},
+        ("PATCH", "/api/v1/users/{username}"): {"role": "read-write"},
+        ("PUT", "/api/v1/users/{username}/password"): {"password": "another-long-one"},
+        ("POST", "/api/v1/deployments"): {
+            "name": "fresh",
+            "namespace": "fresh",
+            "driver": "shop",
+            "driver_version": "1.0.0",
+        },
+        ("POST", "/api/v1/deployments/{name}/upgrade"): {"app_version": "2.0"},
+        ("PUT", "/api/v1/deployments/{name}/configuration"): {"values": {"replicas": 2}},
+        ("POST", "/api/v1/deployments/{name}/stop"): {"components": ["task-worker"]},
+        ("POST", "/api/v1/deployments/{name}/start"): {"components": ["task-worker"]},
+    }
+    return method, url, bodies.get((method, path))
+
+
+def test_every_api_route_is_classified(stack: Stack) -> None:
+    paths = stack.client.get("/api/openapi.json").json()["paths"]
+    routes = {(method.upper(), path) for path, operations in paths.items() for method in operations}
+    assert routes == set(NEEDS), "classify every new endpoint in NEEDS"
+
+
+@pytest.fixture
+def callers(stack: Stack) -> dict[str, Callable[[], dict[str, str]]]:
+    """For each kind of caller, a function that gives fresh headers (each call a fresh token)."""
+    stack.add_driver()
+    admin_token = stack.login("admin", ADMIN_PASSWORD)
+    admin = stack.headers(admin_token)
+    stack.client.post(
+        "/api/v1/deployments",
+        json={"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"},
+        headers=admin,
+    )
+    stack.make_user("victim", Role.READ_ONLY)
+    stack.make_user("writer", Role.READ_WRITE)
+    stack.make_user("reader", Role.READ_ONLY)
+    stack.make_user("gone", Role.ADMIN)
+    gone_token = stack.login("gone", "a-long-password")
+    stack.client.patch("/api/v1/users/gone", json={"active": False}, headers=admin)
+    return {
+        "admin": lambda: stack.headers(stack.token_for("admin")),
+        "read-write": lambda: stack.headers(stack.token_for("writer")),
+        "read-only": lambda: stack.headers(stack.token_for("reader")),
+        "anonymous": lambda: {},
+        "styrmin-actions": lambda: stack.headers(stack.actions_token()[1]),
+        "deactivated": lambda: stack.headers(gone_token),
+    }
+
+
+def test_role_matrix(stack: Stack, callers: dict[str, Callable[[], dict[str, str]]]) -> None:
+    failures = []
+    for (method, path), need in sorted(NEEDS.items()):
+        for caller in CALLERS:
+            stack.client.cookies.clear()  # a session cookie from /auth/session would authenticate the next call
+            headers = callers[caller]()
+            token_id = stack.client.get("/api/v1/auth/tokens", headers=headers).json()
+            own_token = token_id[0]["id"] if isinstance(token_id, list) and token_id else 999_999
+            method_, url, body = request_for(method, path, stack, own_token)
+            response = stack.client.request(method_, url, json=body, headers=headers)
+            allowed = expected_allowed(caller, need)
+            denied_as = 401 if caller in ("anonymous", "deactivated") else 403
+            if allowed and response.status_code in (401, 403):
+                failures.append(
+                    f"{caller} {method} {path}: expected allowed, got {response.status_code} {response.text}"
+                )
+            if not allowed and response.status_code != denied_as:
+                failures.append(f"{caller} {method} {path}: expected {denied_as}, got {response.status_code}")
+            if allowed:
+                assert response.status_code < 500, response.text
+    assert not failures, "\n".join(failures)

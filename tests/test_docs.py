@@ -1,0 +1,17 @@
+"""The documentation keeps up with the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from styrmin_backend.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_setting_is_documented() -> None:
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    missing = [
+        f"STYRMIN_{name.upper()}" for name in Settings.model_fields if f"`STYRMIN_{name.upper()}`" not in text
+    ]
+    assert not missing, f"document these settings in docs/configuration.md: {missing}"
