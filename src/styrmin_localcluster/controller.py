@@ -43,6 +43,9 @@ class Controller:
         """Bring one object closer to its desired state; returns seconds after which to look again."""
         raise NotImplementedError
 
+    def before_batch(self) -> None:
+        """Work that is not about one object of `kind` (subclasses override)."""
+
     def _on_event(self, event: Event) -> None:
         for ref in self.refs_for(event):
             self.enqueue(ref)
@@ -69,6 +72,7 @@ class Controller:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            self.before_batch()
             batch = list(self._dirty)
             self._dirty.clear()
             for ref in batch:

@@ -19,8 +19,10 @@ FOREGROUND = "foregroundDeletion"
 class GarbageCollector:
     """Deletes dependents whose owners are gone, and ends foreground and namespace deletions."""
 
-    def __init__(self, api: ApiServer) -> None:
+    def __init__(self, api: ApiServer, root_ca: str = "") -> None:
         self.api = api
+        # The CA that namespaces' kube-root-ca.crt ConfigMap publishes, as on a real cluster.
+        self.root_ca = root_ca
         self._work: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         api.store.add_listener(self._on_event)
 
@@ -151,7 +153,7 @@ class GarbageCollector:
                             "internal service IP or kubernetes.default.svc."
                         },
                     },
-                    "data": {"ca.crt": "# the local cluster serves plain HTTP on loopback\n"},
+                    "data": {"ca.crt": self.root_ca},
                 },
             ),
         ):

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from .apiserver import PODS
-from .controller import Controller
+from .controller import Controller, ObjectRef
 from .errors import ApiError
 from .events import record_event
 from .meta import now, parse_time, set_condition
+from .store import Event
 from .workloads import is_ready, new_pod, owned, pod_type
 
 JOBS = ("batch", "jobs")
@@ -37,8 +39,35 @@ class JobController(Controller):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._last_failure: dict[str, float] = {}
+        # Pods that keep the tracking finalizer though their Job is gone.
+        self._orphans: set[tuple[str, str]] = set()
+
+    def refs_for(self, event: Event) -> Iterable[ObjectRef]:
+        yield from super().refs_for(event)
+        meta = event.obj["metadata"]
+        if (
+            event.key == PODS
+            and event.type != "DELETED"
+            and TRACKING_FINALIZER in (meta.get("finalizers") or [])
+        ):
+            owners = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
+            if not owners or not any(self.api.uid_exists(str(r.get("uid"))) for r in owners):
+                self._orphans.add((meta["namespace"], meta["name"]))
+                self.enqueue(("", ""))
+
+    def before_batch(self) -> None:
+        orphans, self._orphans = self._orphans, set()
+        for namespace, name in orphans:
+            pod = self.api.store.get(PODS, namespace, name)
+            if pod is not None and not self.api.pod_is_running(pod):
+                self.api.remove_finalizer(PODS, pod, TRACKING_FINALIZER)
+            elif pod is not None:
+                # Still stopping: look again when its status changes.
+                self._orphans.add((namespace, name))
 
     def reconcile(self, namespace: str, name: str) -> float | None:
+        if not name:
+            return None
         job = self.api.store.get(JOBS, namespace, name)
         if job is None:
             return None

@@ -63,7 +63,8 @@ class ClusterServer:
         self.kubeconfig_path = Path(kubeconfig_path) if kubeconfig_path else self.data_dir / "kubeconfig"
         self.token = token if token is not None else self._stable_token()
         self.url = ""
-        self.ca_pem = b""
+        ca_path, self._cert_path, self._key_path = ensure_certificates(self.data_dir / "tls")
+        self.ca_pem = ca_path.read_bytes()
         self.catalog = ImageCatalog([Path(d) for d in catalog_dirs])
         self.api = ApiServer()
         self.api.on_crd_change = lambda crd, removed: crds.sync_crd(self.api.registry, crd, removed)
@@ -74,7 +75,7 @@ class ClusterServer:
             StatefulSetController(self.api),
             JobController(self.api),
         ]
-        self.gc = GarbageCollector(self.api)
+        self.gc = GarbageCollector(self.api, self.ca_pem.decode())
         self._state_dirty = False
         self.api.store.add_change_hook(self._mark_dirty)
         self._stopping: asyncio.Event | None = None
@@ -151,8 +152,6 @@ class ClusterServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
-        ca_path, cert_path, key_path = ensure_certificates(self.data_dir / "tls")
-        self.ca_pem = ca_path.read_bytes()
         self.url = f"https://{self.host}:{self.port}"
         app = HttpApi(self.api, self.kubelet, self.token, lambda: f"{self.host}:{self.port}")
         config = uvicorn.Config(
@@ -163,8 +162,8 @@ class ClusterServer:
             access_log=False,
             http="httptools",
             ws="none",
-            ssl_certfile=str(cert_path),
-            ssl_keyfile=str(key_path),
+            ssl_certfile=str(self._cert_path),
+            ssl_keyfile=str(self._key_path),
         )
         self._server = _Server(config)
         tasks: list[asyncio.Task[Any]] = []
