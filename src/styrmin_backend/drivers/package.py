@@ -84,13 +84,18 @@ class DriverPackage:
 
     def extract_to(self, directory: Path) -> Path:
         """Write the driver's files into ``directory`` (created if needed); returns ``directory``."""
-        directory.mkdir(parents=True, exist_ok=True)
-        for name, file in self.files.items():
-            target = directory.joinpath(*PurePosixPath(name).parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(file.content)
-            target.chmod(_EXECUTABLE_MODE if file.executable else _FILE_MODE)
-        return directory
+        return write_driver_files(self.files, directory)
+
+
+def write_driver_files(files: Mapping[str, DriverFile], directory: Path) -> Path:
+    """Write ``files`` (paths relative to the driver's root, already checked) into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, file in files.items():
+        target = directory.joinpath(*PurePosixPath(name).parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(file.content)
+        target.chmod(_EXECUTABLE_MODE if file.executable else _FILE_MODE)
+    return directory
 
 
 def read_driver(path: Path) -> DriverPackage:

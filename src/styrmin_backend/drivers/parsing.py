@@ -26,7 +26,7 @@ _NOUNS = {
     "hook": "hook",
     "mode": "mode",
     "kind": "kind",
-    "apiVersion": "apiVersion",
+    "apiVersion": "supported apiVersion",
 }
 
 _TYPE_WORDS = {
@@ -167,7 +167,8 @@ def _problem_from_error(parsed: ParsedSpec, detail: ErrorDetails) -> DriverProbl
     if kind in ("enum", "literal_error"):
         expected = str(detail.get("ctx", {}).get("expected", "")).replace("'", "")
         noun = _NOUNS.get(last, last or "value")
-        message = f"{_show(value)} is not a {noun}; use {expected}."
+        article = "an" if noun[0] in "aeiou" else "a"
+        message = f"{_show(value)} is not {article} {noun}; use {expected}."
         if noun == "hook" and value == "core":
             message += " (core is a mode.)"
         return parsed.problem(loc, message)

@@ -94,25 +94,8 @@ def render_chart_folder(
     Raises:
         RenderError: if the release name is not valid, or the chart does not render.
     """
-    try:
-        helm.validate_release_name(release_name)
-    except helm.HelmError as error:
-        raise RenderError(f'"{release_name}" is not a valid release name: {error}') from None
     with load_chart(chart_dir, app_version) as chart:
-        options: dict[str, Any] = {
-            "name": release_name,
-            "namespace": namespace,
-            "is_install": not is_upgrade,
-            "is_upgrade": is_upgrade,
-        }
-        try:
-            if helm_config is not None:
-                rendered = helm_config.render(chart, values, **options)
-            else:
-                rendered = chart.render(values, **options)
-        except helm.HelmError as error:
-            raise RenderError(str(error)) from None
-    return _parse_rendered(rendered)
+        return _render_loaded(chart, release_name, namespace, values, helm_config, is_upgrade)
 
 
 def apply_configuration(
@@ -208,36 +191,58 @@ def prepare_install_chart(
         ConfigurationError: if the configuration names a component the driver does not have.
         RenderError: if the chart does not render, or lacks a configured component's workload.
     """
-    manifests = render_deployment(
-        package_dir,
-        spec,
-        release_name,
-        namespace,
-        app_version,
-        configuration,
-        helm_config=helm_config,
-        is_upgrade=is_upgrade,
-    )
+    configuration.check_components(spec)
     with load_chart(package_dir / spec.spec.chart.path, app_version) as chart:
-        metadata = chart.metadata
-        crds = chart.crds
+        rendered = _render_loaded(
+            chart, release_name, namespace, configuration.values, helm_config, is_upgrade
+        )
+        metadata, crds = chart.metadata, chart.crds
+    manifests = apply_configuration(rendered, spec, release_name, configuration, app_version)
     metadata.pop("dependencies", None)
     metadata["appVersion"] = app_version
     destination.mkdir(parents=True, exist_ok=True)
     (destination / "Chart.yaml").write_text(yaml.safe_dump(metadata, sort_keys=True))
     (destination / "templates").mkdir(exist_ok=True)
     (destination / "templates" / "manifests.yaml").write_text(_INSTALL_TEMPLATE)
-    rendered = destination / _RENDERED_FOLDER
-    rendered.mkdir(exist_ok=True)
+    folder = destination / _RENDERED_FOLDER
+    folder.mkdir(exist_ok=True)
     width = len(str(len(manifests)))
     for index, manifest in enumerate(manifests):
         text = yaml.safe_dump(manifest, sort_keys=False)
-        (rendered / f"{index:0{width}d}.yaml").write_text(text)
+        (folder / f"{index:0{width}d}.yaml").write_text(text)
     if crds:
         (destination / "crds").mkdir(exist_ok=True)
         for index, crd in enumerate(crds):
-            (destination / "crds" / f"{index:0{width}d}-{Path(crd['filename']).name}").write_text(crd["data"])
+            (destination / "crds" / f"{index:04d}-{Path(crd['filename']).name}").write_text(crd["data"])
     return InstallChart(path=destination, values=dict(configuration.values))
+
+
+def _render_loaded(
+    chart: helm.Chart,
+    release_name: str,
+    namespace: str,
+    values: dict[str, Any],
+    helm_config: helm.Config | None,
+    is_upgrade: bool,
+) -> list[dict[str, Any]]:
+    try:
+        helm.validate_release_name(release_name)
+    except helm.HelmError as error:
+        raise RenderError(f'"{release_name}" is not a valid release name: {error}') from None
+    options: dict[str, Any] = {
+        "name": release_name,
+        "namespace": namespace,
+        "is_install": not is_upgrade,
+        "is_upgrade": is_upgrade,
+    }
+    try:
+        if helm_config is not None:
+            rendered = helm_config.render(chart, values, **options)
+        else:
+            rendered = chart.render(values, **options)
+    except helm.HelmError as error:
+        raise RenderError(str(error)) from None
+    return _parse_rendered(rendered)
 
 
 def _parse_rendered(rendered: dict[str, str]) -> list[dict[str, Any]]:

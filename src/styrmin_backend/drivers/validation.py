@@ -20,6 +20,7 @@ from styrmin_backend.drivers.package import (
     DriverPackage,
     read_driver_archive_files,
     read_driver_folder_files,
+    write_driver_files,
 )
 from styrmin_backend.drivers.parsing import ParsedSpec, parse_driver_spec
 from styrmin_backend.drivers.render import RenderError, render_chart_folder
@@ -83,12 +84,7 @@ def validate_driver(source: Path | bytes | DriverPackage) -> DriverReport:
     except DriverError as error:
         return DriverReport(problems=error.problems)
     with tempfile.TemporaryDirectory(prefix="styrmin-driver-") as scratch:
-        folder = Path(scratch)
-        for name, file in files.items():
-            target = folder.joinpath(*name.split("/"))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(file.content)
-        return _validate_folder(folder)
+        return _validate_folder(write_driver_files(files, Path(scratch)))
 
 
 def _validate_folder(folder: Path) -> DriverReport:
