@@ -6,7 +6,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "shop.database" -}}
-{{ .Values.database | default (printf "%s.sqlite3" .Release.Name) }}
+{{ .Values.database | default (printf "%s-%s.sqlite3" .Release.Namespace .Release.Name) }}
 {{- end }}
 
 {{- define "shop.env" -}}
