@@ -67,7 +67,10 @@ def _location(key: StorageKey, obj: dict[str, Any]) -> tuple[StorageKey, str, st
 
 
 class ApiServer:
-    """Kubernetes verbs on the store. Methods are synchronous: the event loop runs one at a time."""
+    """Kubernetes verbs on the store. Methods are synchronous: the event loop runs one at a time.
+
+    Objects returned are the stored ones, shared with watchers: clone one before changing it.
+    """
 
     def __init__(self, store: Store | None = None, registry: Registry | None = None) -> None:
         self.store = store or Store()

@@ -7,7 +7,7 @@ from typing import Any
 
 from .meta import now
 from .resources import Registry, ResourceType
-from .store import clone
+from .store import Store, clone
 
 Causes = list[tuple[str, str]]
 
@@ -38,10 +38,15 @@ def crd_types(crd: dict[str, Any]) -> list[ResourceType]:
     return types
 
 
-def sync_crd(registry: Registry, crd: dict[str, Any], removed: bool) -> None:
+def sync_crd(registry: Registry, crd: dict[str, Any], removed: bool, store: Store | None = None) -> None:
+    """Serve the CRD's versions; when it was deleted, stop serving them and delete its objects."""
     spec = crd.get("spec") or {}
     group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
     registry.remove_group_resource(group, plural)
+    if removed and store is not None:
+        for obj in store.list((group, plural)):
+            store.remove((group, plural), obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+        store.drop_kind((group, plural))
     if not removed:
         for rtype in crd_types(crd):
             registry.add(rtype)

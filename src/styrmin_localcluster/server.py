@@ -67,7 +67,9 @@ class ClusterServer:
         self.ca_pem = ca_path.read_bytes()
         self.catalog = ImageCatalog([Path(d) for d in catalog_dirs])
         self.api = ApiServer()
-        self.api.on_crd_change = lambda crd, removed: crds.sync_crd(self.api.registry, crd, removed)
+        self.api.on_crd_change = lambda crd, removed: crds.sync_crd(
+            self.api.registry, crd, removed, self.api.store
+        )
         self.kubelet = Kubelet(self.api, self.catalog, self.data_dir, lambda: self.url)
         self.controllers = [
             DeploymentController(self.api),
