@@ -22,9 +22,6 @@ from styrmin_backend.domain.hooks import Hook, Mode, hook_has_driver_core
 SPEC_FILE_NAME = "driver.styrmin.yml"
 """The name of the spec file at the root of every driver."""
 
-API_VERSION = "styrmin.io/v1"
-KIND = "Driver"
-
 DEFAULT_CHART_PATH = "chart"
 """Where the Helm chart lives inside a driver when ``spec.chart.path`` is not given."""
 
