@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -14,27 +15,16 @@ from pydantic import SecretStr
 from sqlalchemy import Engine
 
 from styrmin_backend.api import create_app
-from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.roles import Role
-from styrmin_backend.services import auth, users
+from styrmin_backend.drivers import DriverReport, read_driver
+from styrmin_backend.services import auth, drivers, users
 from styrmin_backend.services.users import ensure_admin
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory, transaction
-from styrmin_backend.store.models import DriverRow
+from tests.support.drivers import driver_folder
 
 ADMIN_PASSWORD = "admin-password-for-tests"
 USER_PASSWORD = "a-long-password"
-
-EXAMPLE_DRIVER_SPEC: dict[str, Any] = {
-    "apiVersion": "styrmin.io/v1",
-    "kind": "Driver",
-    "metadata": {"name": "shop", "version": "1.0.0"},
-    "spec": {
-        "application": {"name": "shop", "version": "1.0"},
-        "components": [{"name": "server"}, {"name": "task-worker"}],
-        "actions": [],
-    },
-}
 
 
 @dataclass
@@ -80,21 +70,13 @@ class Stack:
             issued = auth.mint_actions_token(session, lifetime)
         return issued.id, issued.token
 
-    def add_driver(self, spec: dict[str, Any] | None = None) -> None:
-        """Store a driver version directly (the registry issue adds the push endpoint)."""
-        spec = spec or EXAMPLE_DRIVER_SPEC
+    def add_driver(self, version: str = "1.0.0") -> None:
+        """Store the example driver (without actions) at ``version``, skipping validation for speed."""
+        with tempfile.TemporaryDirectory() as scratch:
+            package = read_driver(driver_folder(Path(scratch) / "shop", version=version))
         with self.session() as session:
-            session.add(
-                DriverRow(
-                    name=spec["metadata"]["name"],
-                    version=spec["metadata"]["version"],
-                    checksum="0" * 64,
-                    spec=spec,
-                    archive=b"",
-                    pushed_by="admin",
-                    pushed_at=utcnow(),
-                )
-            )
+            admin = auth.authenticate(session, self.token_for("admin"))
+            drivers.push_driver(session, package, DriverReport(), admin)
 
 
 def make_stack(engine: Engine, data_dir: Path) -> Stack:

@@ -36,7 +36,7 @@ def test_create_records_revision_one_and_a_pending_create_task(stack: Stack) -> 
     assert response.status_code == 202, response.text
     body = response.json()
     assert body["deployment"]["revision"] == 1
-    assert body["deployment"]["app_version"] == "1.0"  # the driver's default application version
+    assert body["deployment"]["app_version"] == "1.0.0"  # the driver's default application version
     assert body["task"]["type"] == "create"
     assert body["task"]["status"] == "pending"
     assert body["task"]["requested_by"] == "writer"
@@ -73,7 +73,7 @@ def test_upgrade_to_current_version_starts_no_task(stack: Stack) -> None:
     stack.client.post("/api/v1/deployments", json=CREATE, headers=headers)
     before = _counts(stack)
     response = stack.client.post(
-        "/api/v1/deployments/shop/upgrade", json={"app_version": "1.0"}, headers=headers
+        "/api/v1/deployments/shop/upgrade", json={"app_version": "1.0.0"}, headers=headers
     )
     assert response.status_code == 202
     assert response.json()["task"] is None

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.users import ACTIONS_USERNAME
+from styrmin_backend.drivers import pack_driver_folder
+from tests.support.drivers import driver_folder
 
 from .conftest import ADMIN_PASSWORD, Stack
 
@@ -29,6 +32,11 @@ NEEDS: dict[tuple[str, str], str] = {
     ("PATCH", "/api/v1/users/{username}"): Role.ADMIN,
     ("PUT", "/api/v1/users/{username}/password"): Role.ADMIN,
     ("POST", "/api/v1/users/{username}/password/reset"): Role.ADMIN,
+    ("POST", "/api/v1/drivers/validate"): ANY,
+    ("POST", "/api/v1/drivers"): Role.READ_WRITE,
+    ("GET", "/api/v1/drivers"): ANY,
+    ("GET", "/api/v1/drivers/{name}/versions/{version}"): ANY,
+    ("GET", "/api/v1/drivers/{name}/versions/{version}/archive"): ANY,
     ("GET", "/api/v1/deployments"): ANY,
     ("GET", "/api/v1/deployments/{name}"): ANY,
     ("POST", "/api/v1/deployments"): Role.READ_WRITE,
@@ -59,7 +67,7 @@ def request_for(
     method: str, path: str, stack: Stack, token_id: int
 ) -> tuple[str, str, dict[str, Any] | None]:
     """A well-formed request for the endpoint, so that only the caller decides the outcome."""
-    url = path.format(token_id=token_id, username="victim", name="shop", task_id=1)
+    url = path.format(token_id=token_id, username="victim", name="shop", task_id=1, version="1.0.0")
     bodies: dict[tuple[str, str], dict[str, Any]] = {
         ("POST", "/api/v1/auth/login"): {"username": "admin", "password": ADMIN_PASSWORD},
         ("POST", "/api/v1/auth/session"): {"username": "admin", "password": ADMIN_PASSWORD},
@@ -114,7 +122,8 @@ def callers(stack: Stack) -> dict[str, Callable[[], dict[str, str]]]:
     }
 
 
-def test_role_matrix(stack: Stack, callers: dict[str, Callable[[], dict[str, str]]]) -> None:
+def test_role_matrix(stack: Stack, callers: dict[str, Callable[[], dict[str, str]]], tmp_path: Path) -> None:
+    archive = pack_driver_folder(driver_folder(tmp_path / "shop", version="2.0.0"))
     failures = []
     for (method, path), need in sorted(NEEDS.items()):
         for caller in CALLERS:
@@ -123,7 +132,11 @@ def test_role_matrix(stack: Stack, callers: dict[str, Callable[[], dict[str, str
             token_id = stack.client.get("/api/v1/auth/tokens", headers=headers).json()
             own_token = token_id[0]["id"] if isinstance(token_id, list) and token_id else 999_999
             method_, url, body = request_for(method, path, stack, own_token)
-            response = stack.client.request(method_, url, json=body, headers=headers)
+            if path.startswith("/api/v1/drivers") and method == "POST":
+                headers = {**headers, "Content-Type": "application/gzip"}
+                response = stack.client.request(method_, url, content=archive, headers=headers)
+            else:
+                response = stack.client.request(method_, url, json=body, headers=headers)
             allowed = expected_allowed(caller, need)
             denied_as = 401 if caller in ("anonymous", "deactivated") else 403
             if allowed and response.status_code in (401, 403):

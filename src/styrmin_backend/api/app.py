@@ -6,7 +6,7 @@ from fastapi import APIRouter, FastAPI
 from sqlalchemy import Engine
 
 from styrmin_backend.api.errors import ERROR_RESPONSES, install_error_handlers
-from styrmin_backend.api.routes import auth, deployments, tasks, users
+from styrmin_backend.api.routes import auth, deployments, drivers, tasks, users
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory
 
@@ -29,7 +29,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     install_error_handlers(app)
 
     api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)
-    for module in (auth, users, deployments, tasks):
+    for module in (auth, users, drivers, deployments, tasks):
         api.include_router(module.router)
     app.include_router(api)
 

@@ -11,9 +11,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from styrmin_backend.domain.deployments import DeploymentStatus
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
+from styrmin_backend.drivers import ActionSummary, ComponentSummary, DriverSpec
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.services.tasks import TaskDetail
-from styrmin_backend.store.models import DeploymentRow, StepRow, TaskRow, TokenRow, UserRow
+from styrmin_backend.store.models import DeploymentRow, DriverRow, StepRow, TaskRow, TokenRow, UserRow
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Version = Annotated[
@@ -337,3 +338,58 @@ def _step_out(step: StepRow, started: list[TaskRow]) -> StepOut:
             for t in started
         ],
     )
+
+
+# --- drivers -----------------------------------------------------------------------------------
+
+
+class ApplicationOut(BaseModel):
+    name: str
+    default_version: str
+
+
+class DriverVersionOut(BaseModel):
+    name: str
+    version: str
+    description: str | None
+    checksum: str = Field(description="sha256:HEX of the canonical tar: the same content, the same checksum.")
+    application: ApplicationOut
+    components: list[ComponentSummary]
+    actions: list[ActionSummary]
+    pushed_by: str
+    pushed_at: datetime
+
+    @classmethod
+    def of(cls, row: DriverRow) -> DriverVersionOut:
+        spec = DriverSpec.model_validate(row.spec)
+        return cls(
+            name=row.name,
+            version=row.version,
+            description=spec.metadata.description,
+            checksum=row.checksum,
+            application=ApplicationOut(
+                name=spec.spec.application.name, default_version=spec.spec.application.default_version
+            ),
+            components=[
+                ComponentSummary(
+                    name=c.name,
+                    workload_kind=c.workload.kind,
+                    workload_name=c.workload.name,
+                    container=c.container,
+                )
+                for c in spec.spec.components
+            ],
+            actions=[
+                ActionSummary(
+                    name=a.name,
+                    hook=a.hook,
+                    mode=a.mode,
+                    location=a.location,
+                    description=a.description,
+                    timeout=a.timeout,
+                )
+                for a in spec.spec.actions
+            ],
+            pushed_by=row.pushed_by,
+            pushed_at=row.pushed_at,
+        )

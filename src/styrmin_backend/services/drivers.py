@@ -1,14 +1,16 @@
-"""What the control plane needs to know of a stored driver version."""
+"""The driver registry: pushing driver versions (immutable, with a checksum) and reading them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from styrmin_backend.domain.errors import InvalidInput
+from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound
+from styrmin_backend.drivers import DriverPackage, DriverReport, DriverSpec
+from styrmin_backend.services.principal import Principal
 from styrmin_backend.store.models import DriverRow
 
 
@@ -22,30 +24,89 @@ class DriverInfo:
     default_app_version: str
 
 
+@dataclass(frozen=True)
+class Pushed:
+    """A pushed driver version; ``created`` is False when the same content was already stored."""
+
+    row: DriverRow
+    created: bool
+
+
+def stored_spec(row: DriverRow) -> DriverSpec:
+    """The spec of a stored driver version."""
+    return DriverSpec.model_validate(row.spec)
+
+
 def driver_info(row: DriverRow) -> DriverInfo:
     """The facts of a stored driver row."""
-    spec: dict[str, Any] = row.spec.get("spec", {})
+    spec = stored_spec(row)
     return DriverInfo(
         name=row.name,
         version=row.version,
-        components=[c["name"] for c in spec.get("components", [])],
-        default_app_version=str(spec.get("application", {}).get("version", "")),
+        components=[c.name for c in spec.spec.components],
+        default_app_version=spec.spec.application.default_version,
     )
 
 
-def get_driver_info(session: Session, name: str, version: str) -> DriverInfo:
-    """The stored driver ``name@version``; raises InvalidInput naming what is stored instead."""
+def get_driver_row(session: Session, name: str, version: str) -> DriverRow:
+    """The stored driver ``name@version``; raises NotFound naming what is stored instead."""
     row = session.scalars(
         select(DriverRow).where(DriverRow.name == name, DriverRow.version == version)
     ).first()
     if row is not None:
-        return driver_info(row)
+        return row
     versions = session.scalars(select(DriverRow.version).where(DriverRow.name == name)).all()
     if not versions:
-        raise InvalidInput(
+        raise NotFound(
             f'There is no driver "{name}"; push it first with `styrminctl drivers push`.', field="driver"
         )
-    raise InvalidInput(
+    raise NotFound(
         f"Driver {name} has no version {version}; stored versions: {', '.join(sorted(versions))}.",
         field="driver_version",
     )
+
+
+def get_driver_info(session: Session, name: str, version: str) -> DriverInfo:
+    """The stored driver ``name@version`` for a change; raises InvalidInput when it is not stored."""
+    try:
+        return driver_info(get_driver_row(session, name, version))
+    except NotFound as error:
+        raise InvalidInput(error.message, field=error.field) from error
+
+
+def list_drivers(session: Session) -> list[DriverRow]:
+    """Every stored driver version, by name then push order."""
+    return list(session.scalars(select(DriverRow).order_by(DriverRow.name, DriverRow.id)))
+
+
+def push_driver(session: Session, package: DriverPackage, report: DriverReport, by: Principal) -> Pushed:
+    """Store a validated driver version; the same content again is a no-op, other content is refused."""
+    if not report.valid:
+        raise InvalidInput(
+            f"{package.name}@{package.version} is not valid: " + "; ".join(str(p) for p in report.problems),
+            field="driver",
+        )
+    existing = session.scalars(
+        select(DriverRow).where(DriverRow.name == package.name, DriverRow.version == package.version)
+    ).first()
+    if existing is not None:
+        if existing.checksum == package.checksum:
+            return Pushed(existing, created=False)
+        raise Conflict(
+            f"{package.name}@{package.version} is already stored with other content (checksum "
+            f"{existing.checksum[:19]}, yours {package.checksum[:19]}); a pushed version never changes. "
+            "Raise metadata.version in driver.styrmin.yml and push again.",
+            field="metadata.version",
+        )
+    row = DriverRow(
+        name=package.name,
+        version=package.version,
+        checksum=package.checksum,
+        spec=package.spec.model_dump(mode="json", by_alias=True),
+        archive=package.archive,
+        pushed_by=by.username,
+        pushed_at=utcnow(),
+    )
+    session.add(row)
+    session.flush()
+    return Pushed(row, created=True)

@@ -16,7 +16,8 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _configure_sqlite)
         return engine
-    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    # No pre-ping: it costs a round trip per request; recycle connections instead.
+    return create_engine(url, pool_size=10, max_overflow=20, pool_recycle=1800)
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:

@@ -81,7 +81,7 @@ class DriverRow(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(64))
     version: Mapped[str] = mapped_column(String(64))
-    checksum: Mapped[str] = mapped_column(String(64))
+    checksum: Mapped[str] = mapped_column(String(80))
     spec: Mapped[dict[str, Any]]
     archive: Mapped[bytes] = mapped_column(LargeBinary)
     pushed_by: Mapped[str] = mapped_column(String(64))

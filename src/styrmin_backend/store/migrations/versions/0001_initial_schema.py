@@ -46,7 +46,7 @@ def upgrade() -> None:
         ),
         sa.Column("name", sa.String(length=64), nullable=False),
         sa.Column("version", sa.String(length=64), nullable=False),
-        sa.Column("checksum", sa.String(length=64), nullable=False),
+        sa.Column("checksum", sa.String(length=80), nullable=False),
         sa.Column("spec", sa.JSON(), nullable=False),
         sa.Column("archive", sa.LargeBinary(), nullable=False),
         sa.Column("pushed_by", sa.String(length=64), nullable=False),

@@ -1,0 +1,134 @@
+"""The driver registry: push, validate, list, show and download driver versions."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from styrmin_backend.api.deps import Db, Reader, Writer
+from styrmin_backend.api.errors import FieldError, error_response
+from styrmin_backend.api.schemas import DriverVersionOut
+from styrmin_backend.drivers import DriverError, DriverReport, read_driver_archive, validate_driver
+from styrmin_backend.drivers.package import MAX_ARCHIVE_BYTES
+from styrmin_backend.services import drivers
+
+router = APIRouter(tags=["drivers"])
+
+NameParam = Annotated[str, Path(min_length=1, max_length=64)]
+VersionParam = Annotated[str, Path(min_length=1, max_length=64)]
+_ARCHIVE_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "The driver as a .tar.gz (styrminctl drivers push packs a folder for you).",
+        "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+
+
+async def _archive(request: Request) -> bytes:
+    """The request body, refused past the driver size limit without reading it all."""
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > MAX_ARCHIVE_BYTES:
+            raise DriverError([])
+    return bytes(data)
+
+
+def _problems_response(report: DriverReport) -> JSONResponse:
+    title = f"{report.name}@{report.version}" if report.name else "The driver"
+    count = len(report.problems)
+    return error_response(
+        422,
+        f"{title} is not valid: {count} problem{'s' if count != 1 else ''}; the first: {report.problems[0]}",
+        "driver",
+        errors=[
+            FieldError(field=str(p).removesuffix(f": {p.message}"), message=p.message)
+            for p in report.problems
+        ],
+    )
+
+
+def _too_large() -> JSONResponse:
+    return error_response(
+        413, f"The driver archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB.", "driver"
+    )
+
+
+@router.post(
+    "/drivers/validate",
+    response_model=DriverReport,
+    openapi_extra=_ARCHIVE_BODY,
+    responses={413: {"description": "The archive is too large."}},
+)
+async def validate(request: Request, _: Reader) -> DriverReport | JSONResponse:
+    """Validate a driver without storing it: every problem with its file, line and field."""
+    try:
+        data = await _archive(request)
+    except DriverError:
+        return _too_large()
+    return await run_in_threadpool(validate_driver, data)
+
+
+@router.post(
+    "/drivers",
+    response_model=DriverVersionOut,
+    status_code=201,
+    openapi_extra=_ARCHIVE_BODY,
+    responses={
+        200: {"model": DriverVersionOut, "description": "The same content was already stored."},
+        413: {"description": "The archive is too large."},
+    },
+)
+async def push(
+    request: Request, response: Response, db: Db, principal: Writer
+) -> DriverVersionOut | JSONResponse:
+    """Push a driver version: validated like `styrminctl drivers validate`, then stored immutably."""
+    try:
+        data = await _archive(request)
+    except DriverError:
+        return _too_large()
+    try:
+        package = await run_in_threadpool(read_driver_archive, data)
+    except DriverError as error:
+        return _problems_response(DriverReport(problems=error.problems))
+    report = await run_in_threadpool(validate_driver, package)
+    if not report.valid:
+        return _problems_response(report)
+    pushed = await run_in_threadpool(drivers.push_driver, db, package, report, principal)
+    if not pushed.created:
+        response.status_code = 200
+    return DriverVersionOut.of(pushed.row)
+
+
+@router.get("/drivers", response_model=list[DriverVersionOut])
+def list_drivers(db: Db, _: Reader) -> list[DriverVersionOut]:
+    """Every stored driver version."""
+    return [DriverVersionOut.of(row) for row in drivers.list_drivers(db)]
+
+
+@router.get("/drivers/{name}/versions/{version}", response_model=DriverVersionOut)
+def get_driver(name: NameParam, version: VersionParam, db: Db, _: Reader) -> DriverVersionOut:
+    """One driver version: its application, components and actions."""
+    return DriverVersionOut.of(drivers.get_driver_row(db, name, version))
+
+
+@router.get(
+    "/drivers/{name}/versions/{version}/archive",
+    response_class=Response,
+    responses={200: {"content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}}}},
+)
+def download_driver(name: NameParam, version: VersionParam, db: Db, _: Reader) -> Response:
+    """The driver version's .tar.gz, exactly as stored (its checksum is in the ETag)."""
+    row = drivers.get_driver_row(db, name, version)
+    return Response(
+        row.archive,
+        media_type="application/gzip",
+        headers={
+            "Content-Disposition": f'attachment; filename="{row.name}-{row.version}.tar.gz"',
+            "ETag": f'"{row.checksum}"',
+        },
+    )
