@@ -23,6 +23,7 @@ def _shop(data_dir: Path, image: str, *args: str) -> subprocess.CompletedProcess
         LOCALCLUSTER_IMAGE=image,
         LOCALCLUSTER_DATA_DIR=str(data_dir),
         SHOP_DATABASE="shop.sqlite3",
+        SHOP_MIGRATE_WAIT_SECONDS="0",
     )
     return subprocess.run(
         [sys.executable, str(SHOP), *args],

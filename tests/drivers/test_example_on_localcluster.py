@@ -18,6 +18,7 @@ from lightkube.models.core_v1 import Container, EnvVar, PodSpec, PodTemplateSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Pod
 
 from styrmin_backend.drivers import DeploymentConfiguration, load_driver_spec, prepare_install_chart
 from styrmin_localcluster import LocalCluster
@@ -44,7 +45,8 @@ def _wait_for(predicate: Any, timeout: float, message: str) -> Any:
     raise AssertionError(f"timed out after {timeout} s waiting for {message}")
 
 
-def _migration_succeeds(client: Client, namespace: str, image: str, env: list[EnvVar]) -> bool:
+def _migration_succeeds(client: Client, namespace: str, image: str, env: list[EnvVar]) -> tuple[bool, str]:
+    """Run ``shop migrate`` as a Job; whether it succeeded, and its log."""
     name = f"migrate-{uuid.uuid4().hex[:6]}"
     job = Job(
         metadata=ObjectMeta(name=name, namespace=namespace),
@@ -66,7 +68,9 @@ def _migration_succeeds(client: Client, namespace: str, image: str, env: list[En
         60,
         f"Job {name}",
     )
-    return bool(status.succeeded)
+    pods = list(client.list(Pod, namespace=namespace, labels={"job-name": name}))
+    log = "".join(client.log(pods[0].metadata.name, namespace=namespace)) if pods else "(no pod)"
+    return bool(status.succeeded), log
 
 
 def _schema_version(cluster: LocalCluster, database: str) -> str:
@@ -103,12 +107,18 @@ def test_example_installs_runs_and_migrates_on_the_local_cluster(
         database = {e.name: e.value for e in component.env}["SHOP_DATABASE"]
         assert database == f"{namespace}-shop.sqlite3"
 
-        assert _migration_succeeds(client, namespace, "example.com/shop/server:1.0.0", component.env)
+        succeeded, log = _migration_succeeds(
+            client, namespace, "example.com/shop/server:1.0.0", component.env
+        )
+        assert succeeded, log
         assert _schema_version(cluster, database) == "1.0.0"
 
         # With the task worker running, the migration refuses: the upgrade action must stop it first.
         time.sleep(1.5)  # a heartbeat of the worker, now that the schema exists
-        assert not _migration_succeeds(client, namespace, "example.com/shop/server:2.0.0", component.env)
+        impatient = [*component.env, EnvVar(name="SHOP_MIGRATE_WAIT_SECONDS", value="0")]
+        succeeded, log = _migration_succeeds(client, namespace, "example.com/shop/server:2.0.0", impatient)
+        assert not succeeded
+        assert "Stop the task-worker component first" in log
         assert _schema_version(cluster, database) == "1.0.0"
 
         # The upgrade, as the example's action does it: worker stopped, chart upgraded, migration, worker back.
@@ -119,7 +129,10 @@ def test_example_installs_runs_and_migrates_on_the_local_cluster(
         config.upgrade(
             str(install.path), "shop", install.values, namespace=namespace, wait="watcher", timeout=90
         )
-        assert _migration_succeeds(client, namespace, "example.com/shop/server:2.0.0", component.env)
+        succeeded, log = _migration_succeeds(
+            client, namespace, "example.com/shop/server:2.0.0", component.env
+        )
+        assert succeeded, log
         assert _schema_version(cluster, database) == "2.0.0"
 
         config.uninstall("shop", wait="watcher", timeout=60)

@@ -2,7 +2,8 @@
 
     shop.py serve      run the web server (here: record the start, then idle until stopped)
     shop.py work       run the task worker (heartbeats while it runs, so migrate can see it)
-    shop.py migrate    bring the database schema to this program's version
+    shop.py migrate    bring the database schema to this program's version (refused while task
+                       workers run; waits SHOP_MIGRATE_WAIT_SECONDS, default 10, for them to stop)
     shop.py version    print this program's version
     shop.py status     print the database's schema version and the running workers
 
@@ -80,6 +81,11 @@ def migrate() -> int:
             print(f"The database {database_path()} is already at version {target}.")
             return 0
         workers = running_workers(connection)
+        # Stopped workers leave within a second or two; wait for them a little before refusing.
+        deadline = time.monotonic() + float(os.environ.get("SHOP_MIGRATE_WAIT_SECONDS", "10"))
+        while current is not None and workers and time.monotonic() < deadline:
+            time.sleep(0.2)
+            workers = running_workers(connection)
         if current is not None and workers:
             names = ", ".join(f"{worker} (version {v})" for worker, v in workers)
             print(
@@ -127,12 +133,14 @@ def run_until_stopped(program: str, heartbeat: bool) -> int:
                 "run `shop migrate`.",
                 flush=True,
             )
+        next_beat = 0.0
         while not stopping:
-            if heartbeat and schema_version(connection) is not None:
+            if heartbeat and time.monotonic() >= next_beat and schema_version(connection) is not None:
                 connection.execute(
                     "INSERT OR REPLACE INTO workers VALUES (?, ?, ?)", (worker, version(), time.time())
                 )
-            time.sleep(WORKER_HEARTBEAT_SECONDS)
+                next_beat = time.monotonic() + WORKER_HEARTBEAT_SECONDS
+            time.sleep(0.1)  # notice a stop quickly, so the worker deregisters before it is killed
         if heartbeat and schema_version(connection) is not None:
             connection.execute("DELETE FROM workers WHERE worker = ?", (worker,))
     print(f"shop {program} stopped", flush=True)
