@@ -24,7 +24,7 @@ from .meta import new_uid, now, random_suffix
 from .patching import json_patch, merge_patch, strategic_merge_patch
 from .resources import Registry, ResourceType
 from .selectors import parse_field_selector, parse_label_selector, selector_to_string
-from .store import Event, StorageKey, Store, clone
+from .store import Event, StorageKey, Store, _List, clone
 from .validation import validate, validate_name, validate_update
 
 JSON_PATCH = "application/json-patch+json"
@@ -462,16 +462,7 @@ class ApiServer:
                     new["status"] = old["status"]
                 else:
                     new.pop("status", None)
-            if key == ("", "secrets") or key in (
-                ("", "services"),
-                ("", "pods"),
-                ("apps", "deployments"),
-                ("apps", "statefulsets"),
-                ("apps", "replicasets"),
-                ("batch", "jobs"),
-                CRDS,
-            ):
-                apply_defaults(key, new)
+            apply_defaults(key, new)
             if key == ("batch", "jobs"):
                 self._prepare_job_update(old, new)
             if rtype.crd_version is not None:
@@ -801,7 +792,7 @@ class ApiServer:
             return False
         return self.pod_is_running(pod)
 
-    def _delete_pod(self, pod: dict[str, Any], grace: int | None, finalizers: list[str]) -> dict[str, Any]:
+    def _delete_pod(self, pod: dict[str, Any], grace: int | None, finalizers: _List[str]) -> dict[str, Any]:
         meta = pod["metadata"]
         if meta.get("deletionTimestamp") and meta.get("finalizers") == finalizers:
             return pod
@@ -844,7 +835,7 @@ class ApiServer:
         field_selector: str | None,
         options: dict[str, Any] | None = None,
         dry_run: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> _List[dict[str, Any]]:
         result = self.list(rtype, namespace, label_selector, field_selector)
         deleted = []
         for obj in result.items:

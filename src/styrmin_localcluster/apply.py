@@ -54,7 +54,7 @@ def _value_set(value: Any, spec: Any) -> FieldSet:
         for item in value:
             if isinstance(item, dict) and merge_key in item:
                 key = "k:" + json.dumps({merge_key: item[merge_key]}, separators=(",", ":"))
-                entry = {".": {}}
+                entry: FieldSet = {".": {}}
                 nested = _fields_of(item_type)
                 entry.update({f"f:{k}": _value_set(v, nested.get(k)) for k, v in item.items()})
                 items[key] = entry

@@ -121,6 +121,18 @@ def default_statefulset(obj: dict[str, Any]) -> None:
     _default_template(obj)
 
 
+def default_daemonset(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", 1)
+        rolling.setdefault("maxSurge", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    _default_template(obj)
+
+
 def default_job(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     if "parallelism" not in spec and "completions" not in spec:
@@ -197,6 +209,7 @@ DEFAULTERS = {
     ("apps", "replicasets"): default_replicaset,
     ("apps", "statefulsets"): default_statefulset,
     ("batch", "jobs"): default_job,
+    ("apps", "daemonsets"): default_daemonset,
     ("", "services"): default_service,
     ("", "secrets"): default_secret,
     ("", "namespaces"): default_namespace,

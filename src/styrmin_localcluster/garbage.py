@@ -163,7 +163,11 @@ class GarbageCollector:
 
     def _delete_if_dangling(self, key: StorageKey, namespace: str, name: str) -> None:
         obj = self.api.store.get(key, namespace, name)
-        if obj is None or obj["metadata"].get("deletionTimestamp"):
+        if (
+            obj is None
+            or obj["metadata"].get("deletionTimestamp")
+            or not obj["metadata"].get("ownerReferences")
+        ):
             return
         if not self._owners_alive(obj):
             self._delete(key, obj)

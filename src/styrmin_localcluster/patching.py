@@ -47,6 +47,7 @@ _TOP: dict[str, dict[str, Any]] = {
     "Deployment": {"spec": "WorkloadSpec", "status": "WithConditions"},
     "ReplicaSet": {"spec": "WorkloadSpec", "status": "WithConditions"},
     "StatefulSet": {"spec": "WorkloadSpec", "status": "WithConditions"},
+    "DaemonSet": {"spec": "WorkloadSpec", "status": "WithConditions"},
     "Job": {"spec": "WorkloadSpec", "status": "WithConditions"},
     "Service": {"spec": "ServiceSpec", "status": "WithConditions"},
     "Node": {"status": "NodeStatus"},

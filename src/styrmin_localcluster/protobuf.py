@@ -37,6 +37,7 @@ def _fields(data: bytes) -> Fields:
     while pos < len(data):
         tag, pos = _varint(data, pos)
         number, wire = tag >> 3, tag & 7
+        value: Any
         if wire == 0:
             value, pos = _varint(data, pos)
         elif wire == 1:

@@ -100,7 +100,28 @@ BUILTIN_TYPES: list[ResourceType] = [
         categories=("all",),
         subresources=("status", "scale"),
     ),
+    _apps("daemonsets", "DaemonSet", short_names=("ds",), categories=("all",), subresources=("status",)),
     ResourceType("batch", "v1", "jobs", "Job", True, categories=("all",), subresources=("status",)),
+    ResourceType(
+        "batch",
+        "v1",
+        "cronjobs",
+        "CronJob",
+        True,
+        short_names=("cj",),
+        categories=("all",),
+        subresources=("status",),
+    ),
+    ResourceType(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        True,
+        short_names=("hpa",),
+        categories=("all",),
+        subresources=("status",),
+    ),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",
@@ -137,9 +158,6 @@ BUILTIN_TYPES: list[ResourceType] = [
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
 ]
-
-# Kinds whose API group appears in discovery even though no object of theirs is stored.
-SCALE_GROUP_VERSION = ("autoscaling", "v1")
 
 
 class Registry:

@@ -15,7 +15,9 @@ _OP_RE = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(==|!=|=)\s*([A-Za-z0-9_.-]*)\s*$
 
 
 def _split_top_level(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "(":
             depth += 1
@@ -109,7 +111,9 @@ def selector_to_string(selector: dict[str, Any] | None) -> str:
 
 
 def _split_unescaped(text: str, separator: str) -> list[str]:
-    parts, current, escaped = [], [], False
+    parts: list[str] = []
+    current: list[str] = []
+    escaped = False
     for char in text:
         if escaped:
             current.append(char)

@@ -17,6 +17,7 @@ from . import crds
 from .api_http import HttpApi
 from .apiserver import NAMESPACES, ApiServer
 from .catalog import ImageCatalog
+from .daemonsets import DaemonSetController
 from .deployments import DeploymentController, ReplicaSetController
 from .errors import ApiError
 from .garbage import GarbageCollector
@@ -75,6 +76,7 @@ class ClusterServer:
             DeploymentController(self.api),
             ReplicaSetController(self.api),
             StatefulSetController(self.api),
+            DaemonSetController(self.api),
             JobController(self.api),
         ]
         self.gc = GarbageCollector(self.api, self.ca_pem.decode())
@@ -160,7 +162,7 @@ class ClusterServer:
             app,
             log_level="warning",
             lifespan="off",
-            timeout_graceful_shutdown=0.5,
+            timeout_graceful_shutdown=1,
             access_log=False,
             http="httptools",
             ws="none",

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+_List = list  # the builtin, for annotations inside classes that define a `list` method
 StorageKey = tuple[str, str]  # (group, plural)
 ObjectKey = tuple[str, str]  # (namespace or "", name)
 
@@ -62,7 +63,7 @@ class Store:
             return [objects[k] for k in sorted(objects)]
         return [obj for k, obj in sorted(objects.items()) if k[0] == namespace]
 
-    def kinds(self) -> list[StorageKey]:
+    def kinds(self) -> _List[StorageKey]:
         return list(self._objects)
 
     def count(self, key: StorageKey) -> int:
@@ -118,7 +119,7 @@ class Store:
         for hook in self._change_hooks:
             hook()
 
-    def events_since(self, key: StorageKey, resource_version: int) -> list[Event] | None:
+    def events_since(self, key: StorageKey, resource_version: int) -> _List[Event] | None:
         """Events of a kind after `resource_version`, or None when some of them are no longer kept."""
         if resource_version < self.oldest_resumable(key):
             return None

@@ -129,6 +129,24 @@ def _statefulsets(obj: dict[str, Any]) -> Row:
     ]
 
 
+def _daemonsets(obj: dict[str, Any]) -> Row:
+    status = obj.get("status") or {}
+    selector = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector") or {}
+    names, images = _containers_images(obj)
+    return [
+        _meta(obj)["name"],
+        status.get("desiredNumberScheduled", 0),
+        status.get("currentNumberScheduled", 0),
+        status.get("numberReady", 0),
+        status.get("updatedNumberScheduled", 0),
+        status.get("numberAvailable", 0),
+        ",".join(f"{k}={v}" for k, v in selector.items()) or "<none>",
+        age(_meta(obj).get("creationTimestamp")),
+        names,
+        images,
+    ]
+
+
 def _job_status(obj: dict[str, Any]) -> str:
     conditions = {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
     if conditions.get("Failed") == "True":
@@ -314,6 +332,21 @@ _TABLES: dict[tuple[str, str], tuple[list[Column], Callable[[dict[str, Any]], Ro
     ("apps", "statefulsets"): (
         [_NAME, ("Ready", "string", 0), _AGE, ("Containers", "string", 1), ("Images", "string", 1)],
         _statefulsets,
+    ),
+    ("apps", "daemonsets"): (
+        [
+            _NAME,
+            ("Desired", "integer", 0),
+            ("Current", "integer", 0),
+            ("Ready", "integer", 0),
+            ("Up-to-date", "integer", 0),
+            ("Available", "integer", 0),
+            ("Node Selector", "string", 0),
+            _AGE,
+            ("Containers", "string", 1),
+            ("Images", "string", 1),
+        ],
+        _daemonsets,
     ),
     ("batch", "jobs"): (
         [

@@ -299,7 +299,12 @@ def validate(key: tuple[str, str], obj: dict[str, Any]) -> Causes:
     causes = validate_metadata(obj.get("metadata") or {})
     if key == ("", "pods"):
         causes += validate_pod_spec(obj.get("spec"), "spec")
-    elif key in (("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets")):
+    elif key in (
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("apps", "daemonsets"),
+    ):
         causes += _validate_workload(obj)
         if key == ("apps", "deployments"):
             policy = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("restartPolicy")
@@ -361,7 +366,7 @@ def validate_update(key: tuple[str, str], old: dict[str, Any], new: dict[str, An
         ignored = ["activeDeadlineSeconds", "tolerations", "nodeName", "terminationGracePeriodSeconds"]
         if _without(old_spec, ignored) != _without(new_spec, ignored):
             causes.append(("spec", f"Forbidden: pod updates may not change fields other than {_POD_MUTABLE}"))
-    elif key in (("apps", "deployments"), ("apps", "replicasets")):
+    elif key in (("apps", "deployments"), ("apps", "replicasets"), ("apps", "daemonsets")):
         if old_spec.get("selector") != new_spec.get("selector"):
             causes.append(("spec.selector", f"Invalid value: {new_spec.get('selector')}: field is immutable"))
     elif key == ("apps", "statefulsets"):

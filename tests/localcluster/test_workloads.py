@@ -589,3 +589,44 @@ def test_pod_specs_are_immutable_except_images(client: Client, namespace: str) -
         )
     assert raised.value.status.code == 422
     assert "pod updates may not change fields" in raised.value.status.message
+
+
+def test_daemonset_runs_one_pod_on_the_node_and_replaces_it_on_change(client: Client, namespace: str) -> None:
+    from lightkube.models.apps_v1 import DaemonSetSpec
+    from lightkube.resources.apps_v1 import DaemonSet
+
+    client.create(
+        DaemonSet(
+            metadata=ObjectMeta(name="agent"),
+            spec=DaemonSetSpec(
+                selector=LabelSelector(matchLabels={"app": "agent"}),
+                template=_template("agent", [Container(name="agent", image="shop/worker:1")]),
+            ),
+        ),
+        namespace=namespace,
+    )
+
+    def ready(generation: int) -> bool:
+        s = client.get(DaemonSet, "agent", namespace=namespace).status
+        return bool(
+            s
+            and s.observedGeneration == generation
+            and s.numberAvailable == 1
+            and s.updatedNumberScheduled == 1
+        )
+
+    wait_for(lambda: ready(1), message="the daemon pod")
+    first = [p.metadata.name for p in client.list(Pod, namespace=namespace)]
+    client.patch(
+        DaemonSet,
+        "agent",
+        {"spec": {"template": {"metadata": {"annotations": {"v": "2"}}}}},
+        namespace=namespace,
+        patch_type=PatchType.MERGE,
+    )
+    wait_for(
+        lambda: (
+            ready(2) and [p.metadata.name for p in client.list(Pod, namespace=namespace)] not in ([], first)
+        ),
+        message="the replaced pod",
+    )
