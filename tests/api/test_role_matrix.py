@@ -16,6 +16,8 @@ from tests.support.drivers import driver_folder
 from .conftest import ADMIN_PASSWORD, Stack
 
 ANY = "signed-in"  # any active user, whatever the role
+AGENT = "agent"  # an agent key only: every user gets 401
+AGENT_OR_OWN_ACTIONS = "agent-or-own-actions"  # an agent, or the actions of the step's own task
 # What each endpoint needs, written out here (not read from the code) so that a route whose guard
 # changes, or a new route nobody classified, fails this test.
 NEEDS: dict[tuple[str, str], str] = {
@@ -45,6 +47,17 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/deployments/{name}/stop"): Role.READ_WRITE,
     ("POST", "/api/v1/deployments/{name}/start"): Role.READ_WRITE,
     ("DELETE", "/api/v1/deployments/{name}"): Role.READ_WRITE,
+    ("POST", "/api/v1/agents"): Role.ADMIN,
+    ("GET", "/api/v1/agents"): Role.ADMIN,
+    ("DELETE", "/api/v1/agents/{name}"): Role.ADMIN,
+    ("POST", "/api/v1/agent/claim"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/lease"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/steps"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/end"): AGENT,
+    ("POST", "/api/v1/agent/steps/{step_id}/notes"): AGENT_OR_OWN_ACTIONS,
+    ("PUT", "/api/v1/agent/steps/{step_id}/output"): AGENT_OR_OWN_ACTIONS,
+    ("PUT", "/api/v1/agent/steps/{step_id}/flow-run"): AGENT,
+    ("POST", "/api/v1/agent/steps/{step_id}/end"): AGENT,
     ("GET", "/api/v1/tasks"): ANY,
     ("GET", "/api/v1/tasks/{task_id}"): ANY,
 }
@@ -57,7 +70,7 @@ _RANK = {Role.READ_ONLY: 0, Role.READ_WRITE: 1, Role.ADMIN: 2}
 def expected_allowed(caller: str, need: str) -> bool:
     if need == "public":
         return True
-    if caller in ("anonymous", "deactivated"):
+    if caller in ("anonymous", "deactivated") or need in (AGENT, AGENT_OR_OWN_ACTIONS):
         return False
     role = Role.READ_WRITE if caller == ACTIONS_USERNAME else _ROLE_OF[caller]
     return need == ANY or _RANK[role] >= _RANK[Role(need)]
@@ -67,7 +80,9 @@ def request_for(
     method: str, path: str, stack: Stack, token_id: int
 ) -> tuple[str, str, dict[str, Any] | None]:
     """A well-formed request for the endpoint, so that only the caller decides the outcome."""
-    url = path.format(token_id=token_id, username="victim", name="shop", task_id=1, version="1.0.0")
+    url = path.format(
+        token_id=token_id, username="victim", name="shop", task_id=1, version="1.0.0", step_id=1
+    )
     bodies: dict[tuple[str, str], dict[str, Any]] = {
         ("POST", "/api/v1/auth/login"): {"username": "admin", "password": ADMIN_PASSWORD},
         ("POST", "/api/v1/auth/session"): {"username": "admin", "password": ADMIN_PASSWORD},
@@ -85,6 +100,15 @@ def request_for(
         ("PUT", "/api/v1/deployments/{name}/configuration"): {"values": {"replicas": 2}},
         ("POST", "/api/v1/deployments/{name}/stop"): {"components": ["task-worker"]},
         ("POST", "/api/v1/deployments/{name}/start"): {"components": ["task-worker"]},
+        ("POST", "/api/v1/agents"): {"name": "edge", "cluster": "edge"},
+        ("POST", "/api/v1/agent/claim"): {},
+        ("POST", "/api/v1/agent/tasks/{task_id}/lease"): {},
+        ("POST", "/api/v1/agent/tasks/{task_id}/steps"): {"name": "x"},
+        ("POST", "/api/v1/agent/tasks/{task_id}/end"): {},
+        ("POST", "/api/v1/agent/steps/{step_id}/notes"): {"note": "x"},
+        ("PUT", "/api/v1/agent/steps/{step_id}/output"): {"output_tail": "x", "output_truncated": False},
+        ("PUT", "/api/v1/agent/steps/{step_id}/flow-run"): {"flow_run_id": "x"},
+        ("POST", "/api/v1/agent/steps/{step_id}/end"): {},
     }
     return method, url, bodies.get((method, path))
 
@@ -138,7 +162,7 @@ def test_role_matrix(stack: Stack, callers: dict[str, Callable[[], dict[str, str
             else:
                 response = stack.client.request(method_, url, json=body, headers=headers)
             allowed = expected_allowed(caller, need)
-            denied_as = 401 if caller in ("anonymous", "deactivated") else 403
+            denied_as = 401 if caller in ("anonymous", "deactivated") or need == AGENT else 403
             if allowed and response.status_code in (401, 403):
                 failures.append(
                     f"{caller} {method} {path}: expected allowed, got {response.status_code} {response.text}"

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
 from styrmin_backend.domain.deployments import DeploymentStatus
+from styrmin_backend.domain.limits import OUTPUT_TAIL_MAX_BYTES
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.drivers import ActionSummary, ComponentSummary, DriverSpec
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.services.tasks import TaskDetail
-from styrmin_backend.store.models import DeploymentRow, DriverRow, StepRow, TaskRow, TokenRow, UserRow
+from styrmin_backend.store.models import (
+    AgentRow,
+    DeploymentRow,
+    DriverRow,
+    StepRow,
+    TaskRow,
+    TokenRow,
+    UserRow,
+)
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Version = Annotated[
@@ -393,3 +402,88 @@ class DriverVersionOut(BaseModel):
             pushed_by=row.pushed_by,
             pushed_at=row.pushed_at,
         )
+
+
+# --- agents ------------------------------------------------------------------------------------
+
+
+class AgentCreateRequest(Strict):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    cluster: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "local"
+
+
+class AgentOut(BaseModel):
+    name: str
+    cluster: str
+    created_at: datetime
+    revoked: bool
+    last_seen_at: datetime | None
+
+    @classmethod
+    def of(cls, row: AgentRow) -> AgentOut:
+        return cls(
+            name=row.name,
+            cluster=row.cluster,
+            created_at=row.created_at,
+            revoked=row.revoked_at is not None,
+            last_seen_at=row.last_seen_at,
+        )
+
+
+class IssuedAgentKeyOut(BaseModel):
+    agent: AgentOut
+    key: str = Field(description="The agent's key; shown only now. Give it to `styrmin agent`.")
+
+
+class ClaimRequest(Strict):
+    lease_seconds: StrictInt = Field(default=60, ge=5, le=3600)
+
+    @property
+    def lease(self) -> timedelta:
+        return timedelta(seconds=self.lease_seconds)
+
+
+class ClaimOut(BaseModel):
+    task: TaskSummary
+    change_type: TaskType
+    change: dict[str, Any] = Field(
+        description="What the change asks for (target versions, configuration, components)."
+    )
+    deployment: DeploymentOut
+    actions_token: str = Field(
+        description="The styrmin-actions token of this reconciliation; revoked when it ends."
+    )
+    styrmin_url: str
+
+
+class StepCreateRequest(Strict):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class StepRef(BaseModel):
+    id: int
+    task_id: int
+    name: str
+    status: StepStatus
+
+
+class StepNoteRequest(Strict):
+    note: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+
+
+class StepOutputRequest(Strict):
+    output_tail: Annotated[str, StringConstraints(max_length=OUTPUT_TAIL_MAX_BYTES)]
+    output_truncated: StrictBool
+
+
+class StepFlowRunRequest(Strict):
+    flow_run_id: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class StepEndRequest(Strict):
+    error: Annotated[str, StringConstraints(min_length=1, max_length=65536)] | None = None
+
+
+class TaskEndRequest(Strict):
+    error: Annotated[str, StringConstraints(min_length=1, max_length=65536)] | None = None
+    result: dict[str, Any] | None = None

@@ -49,7 +49,12 @@ def login(session: Session, username: str, password: str) -> UserRow:
 
 
 def issue_token(
-    session: Session, user: UserRow, kind: TokenKind, lifetime: timedelta, name: str = ""
+    session: Session,
+    user: UserRow,
+    kind: TokenKind,
+    lifetime: timedelta,
+    name: str = "",
+    task_id: int | None = None,
 ) -> IssuedToken:
     """Make a token of ``kind`` for ``user``, valid for ``lifetime``; only its hash is stored."""
     if lifetime <= timedelta(0):
@@ -63,6 +68,7 @@ def issue_token(
         token_hash=hash_token(token),
         created_at=now,
         expires_at=now + lifetime,
+        task_id=task_id,
     )
     session.add(row)
     session.flush()
@@ -95,6 +101,7 @@ def authenticate(session: Session, token: str) -> Principal:
         is_builtin=user.is_builtin,
         token_id=row.id,
         token_kind=row.kind,
+        actions_task_id=row.task_id,
     )
 
 
@@ -124,10 +131,14 @@ def list_tokens(session: Session, user_id: int) -> list[TokenRow]:
     return [row for row in rows if as_utc(row.expires_at) > now]
 
 
-def mint_actions_token(session: Session, lifetime: timedelta) -> IssuedToken:
-    """A short-lived token of styrmin-actions for one reconciliation (internal: no endpoint makes one)."""
+def mint_actions_token(session: Session, lifetime: timedelta, task_id: int | None = None) -> IssuedToken:
+    """A short-lived token of styrmin-actions for the reconciliation of ``task_id``.
+
+    Internal: no endpoint makes one for a user; the agent gets it when it claims the task.
+    """
     user = session.scalars(select(UserRow).where(UserRow.username == ACTIONS_USERNAME)).one()
-    return issue_token(session, user, TokenKind.ACTIONS, lifetime, name="reconciliation")
+    name = f"reconciliation of task {task_id}" if task_id else "reconciliation"
+    return issue_token(session, user, TokenKind.ACTIONS, lifetime, name=name, task_id=task_id)
 
 
 def revoke_actions_token(session: Session, token_id: int) -> None:

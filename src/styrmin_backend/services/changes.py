@@ -276,6 +276,7 @@ def _record_change(
         created_at=now,
         parent_task_id=origin.task_id if origin else None,
         parent_step_id=origin.step_id if origin else None,
+        cluster=deployment.cluster,
     )
     session.add(task)
     session.flush()

@@ -17,3 +17,5 @@ class Principal:
     is_builtin: bool
     token_id: int
     token_kind: str
+    actions_task_id: int | None = None
+    """For a styrmin-actions token: the task of the reconciliation it belongs to."""

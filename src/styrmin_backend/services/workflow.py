@@ -1,4 +1,7 @@
-"""Recording a task's progress: start, steps, notes, output, end (the agent's side of a task)."""
+"""Recording a task's progress: start, steps, notes, output, end (the agent's side of a task).
+
+Every error, note and output stored here goes through :func:`redact` first: users of every role read them.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import NotFound
+from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.tasks import (
     ChildTaskResult,
     Step,
@@ -107,14 +111,14 @@ def add_step(session: Session, task_id: int, name: str, *, started: bool = True)
 def add_step_note(session: Session, step_id: int, note: str) -> StepRow:
     """Add a note to a step (for example the line naming a deleted Job)."""
     row = _step_row(session, step_id)
-    row.notes = [*row.notes, note]
+    row.notes = [*row.notes, redact(note)]
     return row
 
 
 def set_step_output(session: Session, step_id: int, output_tail: str, output_truncated: bool) -> StepRow:
     """Store the kept end of a failed command's output on a step."""
     row = _step_row(session, step_id)
-    row.output_tail = output_tail
+    row.output_tail = redact(output_tail)
     row.output_truncated = output_truncated
     return row
 
@@ -126,7 +130,7 @@ def end_step(session: Session, step_id: int, *, error: str | None = None) -> Ste
     if error is None:
         step.succeed(utcnow())
     else:
-        step.fail(utcnow(), error)
+        step.fail(utcnow(), redact(error))
     _write_step(step, row)
     return row
 
@@ -141,7 +145,7 @@ def end_task(
     if error is None:
         task.succeed(utcnow())
     else:
-        task.fail(utcnow(), error)
+        task.fail(utcnow(), redact(error))
     names = {s.id: s.name for s in steps}
     children = [
         ChildTaskResult(
@@ -162,4 +166,11 @@ def end_task(
         task.error,
     )
     row.result = rollup_result(result, children)
+    return row
+
+
+def set_step_flow_run(session: Session, step_id: int, flow_run_id: str) -> StepRow:
+    """Record the Prefect flow run of the action a step runs (the task view links to it)."""
+    row = _step_row(session, step_id)
+    row.flow_run_id = flow_run_id
     return row

@@ -19,8 +19,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
-from sqlalchemy.types import TypeDecorator
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
 
 # BigInteger ids on PostgreSQL, INTEGER PRIMARY KEY (rowid) on SQLite.
 Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -72,6 +72,20 @@ class TokenRow(Base):
     created_at: Mapped[datetime]
     expires_at: Mapped[datetime]
     revoked_at: Mapped[datetime | None]
+    # For a styrmin-actions token: the task of the reconciliation it was made for.
+    task_id: Mapped[int | None] = mapped_column(Id)
+
+
+class AgentRow(Base):
+    __tablename__ = "agents"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    cluster: Mapped[str] = mapped_column(String(64))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime]
+    revoked_at: Mapped[datetime | None]
+    last_seen_at: Mapped[datetime | None]
 
 
 class DriverRow(Base):
@@ -124,6 +138,7 @@ class TaskRow(Base):
     __table_args__ = (
         Index("ix_tasks_deployment_id_id", "deployment_id", "id"),
         Index("ix_tasks_status_id", "status", "id"),
+        Index("ix_tasks_cluster_status_id", "cluster", "status", "id"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
@@ -144,6 +159,10 @@ class TaskRow(Base):
     )
     # No foreign key: tasks and steps would reference each other; the service keeps this consistent.
     parent_step_id: Mapped[int | None] = mapped_column(Id, index=True)
+    cluster: Mapped[str] = mapped_column(String(64), default="local", server_default="local")
+    claimed_by: Mapped[int | None] = mapped_column(ForeignKey("agents.id", ondelete="SET NULL"))
+    lease_expires_at: Mapped[datetime | None]
+    actions_token_id: Mapped[int | None] = mapped_column(Id)
 
 
 class StepRow(Base):

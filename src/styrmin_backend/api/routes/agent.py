@@ -1,0 +1,147 @@
+"""The agent's side of the API: claim tasks with a lease, record steps, end tasks.
+
+An agent authenticates with its key. The actions of a reconciliation may also record notes and
+output on the steps of their own task, with the styrmin-actions token of that reconciliation.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+
+from styrmin_backend.api.deps import AppSettings, Db, authenticate_request, bearer_token
+from styrmin_backend.api.schemas import (
+    MAX_ID,
+    ClaimOut,
+    ClaimRequest,
+    DeploymentOut,
+    StepCreateRequest,
+    StepEndRequest,
+    StepFlowRunRequest,
+    StepNoteRequest,
+    StepOutputRequest,
+    StepRef,
+    TaskEndRequest,
+    TaskSummary,
+)
+from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated, NotFound
+from styrmin_backend.services import agents, workflow
+from styrmin_backend.services.agents import AgentIdentity
+from styrmin_backend.store.models import StepRow
+
+router = APIRouter(prefix="/agent", tags=["agent"])
+IdParam = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+def current_agent(request: Request, db: Db) -> AgentIdentity:
+    """The agent calling, by its key."""
+    key = bearer_token(request)
+    if key is None or not key.startswith(agents.AGENT_KEY_PREFIX):
+        raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
+    return agents.authenticate_agent(db, key)
+
+
+Agent = Annotated[AgentIdentity, Depends(current_agent)]
+
+
+def _writable_step(request: Request, db: Db, step_id: int) -> StepRow:
+    """A step the caller may write: the agent holding its task, or that reconciliation's actions."""
+    key = bearer_token(request)
+    agent = None
+    principal = None
+    if key is not None and key.startswith(agents.AGENT_KEY_PREFIX):
+        agent = agents.authenticate_agent(db, key)
+    else:
+        principal = authenticate_request(request, db)
+        if principal.actions_task_id is None:
+            raise NotAllowed("Only an agent, or the actions of a reconciliation, may write to a step.")
+    step = db.get(StepRow, step_id)
+    if step is None:
+        raise NotFound(f"There is no step {step_id}.", field="step_id")
+    if agent is not None:
+        agents.held_task(db, agent, step.task_id)
+        return step
+    assert principal is not None
+    if principal.actions_task_id != step.task_id:
+        raise NotAllowed(
+            f"Step {step_id} belongs to task {step.task_id}; only the agent running it and that "
+            "reconciliation's actions may write to it."
+        )
+    return step
+
+
+@router.post("/claim", response_model=ClaimOut, responses={204: {"description": "Nothing to do now."}})
+def claim(body: ClaimRequest, db: Db, agent: Agent, settings: AppSettings) -> ClaimOut | Response:
+    """Claim the oldest pending task of the agent's cluster, with a lease to renew."""
+    claimed = agents.claim_next_task(
+        db, agent, lease=body.lease, token_lifetime=settings.actions_token_lifetime
+    )
+    if claimed is None:
+        return Response(status_code=204)
+    return ClaimOut(
+        task=TaskSummary.of(claimed.task),
+        change_type=claimed.task.type,
+        change=claimed.change.spec if claimed.change else {},
+        deployment=DeploymentOut.of(claimed.deployment),
+        actions_token=claimed.actions_token,
+        styrmin_url=settings.effective_public_url,
+    )
+
+
+@router.post("/tasks/{task_id}/lease", response_model=TaskSummary)
+def renew_lease(task_id: IdParam, body: ClaimRequest, db: Db, agent: Agent) -> TaskSummary:
+    """Renew the lease of a task the agent is running."""
+    return TaskSummary.of(agents.renew_lease(db, agent, task_id, body.lease))
+
+
+@router.post("/tasks/{task_id}/steps", response_model=StepRef, status_code=201)
+def add_step(task_id: IdParam, body: StepCreateRequest, db: Db, agent: Agent) -> StepRef:
+    """Start the next step of a task the agent is running."""
+    agents.held_task(db, agent, task_id)
+    step = workflow.add_step(db, task_id, body.name)
+    return StepRef(id=step.id, task_id=task_id, name=step.name, status=step.status)
+
+
+@router.post("/tasks/{task_id}/end", response_model=TaskSummary)
+def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> TaskSummary:
+    """End a task: failed with an error, or succeeded. Its actions token is revoked."""
+    return TaskSummary.of(agents.end_claimed_task(db, agent, task_id, error=body.error, result=body.result))
+
+
+@router.post("/steps/{step_id}/notes", response_model=StepRef)
+def add_note(step_id: IdParam, body: StepNoteRequest, request: Request, db: Db) -> StepRef:
+    """Add a note to a step (for example the line naming a deleted Job)."""
+    step = workflow.add_step_note(db, _writable_step(request, db, step_id).id, body.note)
+    return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
+
+
+@router.put("/steps/{step_id}/output", response_model=StepRef)
+def set_output(step_id: IdParam, body: StepOutputRequest, request: Request, db: Db) -> StepRef:
+    """Store the kept end of a failed command's output on a step."""
+    step = workflow.set_step_output(
+        db, _writable_step(request, db, step_id).id, body.output_tail, body.output_truncated
+    )
+    return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
+
+
+@router.put("/steps/{step_id}/flow-run", response_model=StepRef)
+def set_flow_run(step_id: IdParam, body: StepFlowRunRequest, db: Db, agent: Agent) -> StepRef:
+    """Record the Prefect flow run that runs the step's action."""
+    step: StepRow | None = db.get(StepRow, step_id)
+    if step is None:
+        raise NotFound(f"There is no step {step_id}.", field="step_id")
+    agents.held_task(db, agent, step.task_id)
+    step = workflow.set_step_flow_run(db, step_id, body.flow_run_id)
+    return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
+
+
+@router.post("/steps/{step_id}/end", response_model=StepRef)
+def end_step(step_id: IdParam, body: StepEndRequest, db: Db, agent: Agent) -> StepRef:
+    """End a step: failed with an error, or succeeded."""
+    step: StepRow | None = db.get(StepRow, step_id)
+    if step is None:
+        raise NotFound(f"There is no step {step_id}.", field="step_id")
+    agents.held_task(db, agent, step.task_id)
+    step = workflow.end_step(db, step_id, error=body.error)
+    return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)

@@ -1,0 +1,32 @@
+"""Agents as administrators manage them: register one for a cluster, list, revoke."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from styrmin_backend.api.deps import Admin, Db
+from styrmin_backend.api.schemas import AgentCreateRequest, AgentOut, IssuedAgentKeyOut
+from styrmin_backend.services import agents
+
+router = APIRouter(tags=["agents"])
+
+
+@router.post("/agents", response_model=IssuedAgentKeyOut, status_code=201)
+def create_agent(body: AgentCreateRequest, db: Db, _: Admin) -> IssuedAgentKeyOut:
+    """Register an agent for a cluster; its key is shown only in this answer."""
+    row, key = agents.create_agent(db, body.name, body.cluster)
+    return IssuedAgentKeyOut(agent=AgentOut.of(row), key=key)
+
+
+@router.get("/agents", response_model=list[AgentOut])
+def list_agents(db: Db, _: Admin) -> list[AgentOut]:
+    """Every registered agent."""
+    return [AgentOut.of(row) for row in agents.list_agents(db)]
+
+
+@router.delete("/agents/{name}", response_model=AgentOut)
+def revoke_agent(name: Annotated[str, Path(max_length=64)], db: Db, _: Admin) -> AgentOut:
+    """Revoke an agent's key."""
+    return AgentOut.of(agents.revoke_agent(db, name))

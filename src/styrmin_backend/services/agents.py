@@ -1,0 +1,216 @@
+"""Agents: their keys, claiming pending tasks with a lease, and ending them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from styrmin_backend.clock import as_utc, utcnow
+from styrmin_backend.domain.deployments import DeploymentStatus
+from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
+from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
+from styrmin_backend.services import auth, workflow
+from styrmin_backend.services.secrets import hash_token, new_token
+from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
+
+AGENT_KEY_PREFIX = "sta_"
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,62}[a-z0-9])?$")
+AGENT_STOPPED_ERROR = (
+    "The agent stopped while it ran this task (its lease ran out at {at}); the work may be half done. "
+    "Look at the deployment, then request the change again."
+)
+
+
+@dataclass(frozen=True)
+class AgentIdentity:
+    """The agent behind a request, and the cluster it serves."""
+
+    id: int
+    name: str
+    cluster: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A task an agent claimed: what to do, for which deployment, and the reconciliation's token."""
+
+    task: TaskRow
+    change: ChangeRow | None
+    deployment: DeploymentRow
+    actions_token: str
+
+
+def create_agent(session: Session, name: str, cluster: str) -> tuple[AgentRow, str]:
+    """Register an agent for ``cluster``; returns it and its key (shown once, stored hashed)."""
+    for field, value in (("name", name), ("cluster", cluster)):
+        if not _NAME.fullmatch(value):
+            raise InvalidInput(
+                f'"{value}" is not a valid {field}; use lower-case letters, digits and "-".', field=field
+            )
+    if session.scalars(select(AgentRow.id).where(AgentRow.name == name)).first() is not None:
+        raise Conflict(f'An agent "{name}" already exists; choose another name.', field="name")
+    key = AGENT_KEY_PREFIX + new_token().removeprefix("sty_")
+    agent = AgentRow(name=name, cluster=cluster, key_hash=hash_token(key), created_at=utcnow())
+    session.add(agent)
+    session.flush()
+    return agent, key
+
+
+def list_agents(session: Session) -> list[AgentRow]:
+    """Every registered agent."""
+    return list(session.scalars(select(AgentRow).order_by(AgentRow.name)))
+
+
+def revoke_agent(session: Session, name: str) -> AgentRow:
+    """Revoke an agent's key: its calls get 401 from now on."""
+    agent = session.scalars(select(AgentRow).where(AgentRow.name == name)).one_or_none()
+    if agent is None:
+        raise NotFound(f'There is no agent "{name}".', field="name")
+    agent.revoked_at = agent.revoked_at or utcnow()
+    return agent
+
+
+def authenticate_agent(session: Session, key: str) -> AgentIdentity:
+    """The agent whose key is ``key``; raises NotAuthenticated."""
+    agent = session.scalars(select(AgentRow).where(AgentRow.key_hash == hash_token(key))).one_or_none()
+    if agent is None or agent.revoked_at is not None:
+        raise NotAuthenticated(
+            "The agent key is not valid or was revoked; ask an administrator for a new one."
+        )
+    return AgentIdentity(agent.id, agent.name, agent.cluster)
+
+
+def fail_expired_leases(session: Session, cluster: str) -> list[int]:
+    """End as failed every running task of ``cluster`` whose agent stopped renewing its lease."""
+    now = utcnow()
+    expired = session.scalars(
+        select(TaskRow).where(
+            TaskRow.cluster == cluster,
+            TaskRow.status == TaskStatus.RUNNING.value,
+            TaskRow.lease_expires_at.is_not(None),
+        )
+    ).all()
+    ended = []
+    for task in expired:
+        assert task.lease_expires_at is not None
+        if as_utc(task.lease_expires_at) > now:
+            continue
+        error = AGENT_STOPPED_ERROR.format(at=as_utc(task.lease_expires_at).strftime("%Y-%m-%d %H:%M:%S UTC"))
+        _end(session, task, error=error, result=None)
+        ended.append(task.id)
+    return ended
+
+
+def claim_next_task(
+    session: Session, agent: AgentIdentity, lease: timedelta, token_lifetime: timedelta
+) -> Claim | None:
+    """Claim the oldest pending task of the agent's cluster, start it, and mint its actions token.
+
+    A task started by an action is claimed like any other: it never waits behind the task that
+    started it (that one is still running and waits for it).
+    """
+    fail_expired_leases(session, agent.cluster)
+    session.execute(update(AgentRow).where(AgentRow.id == agent.id).values(last_seen_at=utcnow()))
+    candidates = session.scalars(
+        select(TaskRow.id)
+        .where(TaskRow.cluster == agent.cluster, TaskRow.status == TaskStatus.PENDING.value)
+        .order_by(TaskRow.id)
+        .limit(20)
+    ).all()
+    for task_id in candidates:
+        # A conditional update claims it: of two agents racing, exactly one changes the row.
+        claimed = session.execute(
+            update(TaskRow)
+            .where(TaskRow.id == task_id, TaskRow.status == TaskStatus.PENDING.value)
+            .values(claimed_by=agent.id, lease_expires_at=utcnow() + lease)
+        )
+        if claimed.rowcount != 1:  # type: ignore[attr-defined]
+            continue
+        task = workflow.start_task(session, task_id)
+        issued = auth.mint_actions_token(session, token_lifetime, task_id=task.id)
+        task.actions_token_id = issued.id
+        deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
+        if deployment is None:
+            _end(session, task, error="The deployment of this task no longer exists.", result=None)
+            continue
+        change = session.get(ChangeRow, task.change_id) if task.change_id else None
+        return Claim(task=task, change=change, deployment=deployment, actions_token=issued.token)
+    return None
+
+
+def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
+    """Task ``task_id`` if ``agent`` holds its lease; raises Conflict otherwise."""
+    task = session.get(TaskRow, task_id)
+    if task is None:
+        raise NotFound(f"There is no task {task_id}.", field="task_id")
+    if task.claimed_by != agent.id or task.status != TaskStatus.RUNNING.value:
+        raise Conflict(
+            f"Task {task_id} is {task.status} and not held by agent {agent.name}; stop working on it.",
+            field="task_id",
+        )
+    return task
+
+
+def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: timedelta) -> TaskRow:
+    """Extend the agent's lease of a task it is running."""
+    task = held_task(session, agent, task_id)
+    task.lease_expires_at = utcnow() + lease
+    return task
+
+
+def end_claimed_task(
+    session: Session,
+    agent: AgentIdentity,
+    task_id: int,
+    *,
+    error: str | None,
+    result: dict[str, object] | None,
+) -> TaskRow:
+    """End a task the agent ran; revokes its actions token and sets the deployment's status."""
+    task = held_task(session, agent, task_id)
+    _end(session, task, error=error, result=dict(result) if result else None)
+    return task
+
+
+def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str, object] | None) -> None:
+    for step in session.scalars(
+        select(StepRow).where(
+            StepRow.task_id == task.id,
+            StepRow.status.in_([StepStatus.RUNNING.value, StepStatus.PENDING.value]),
+        )
+    ):
+        workflow.end_step(session, step.id, error=error or "The task ended before this step did.")
+    workflow.end_task(session, task.id, error=error, result=result)
+    task.lease_expires_at = None
+    if task.actions_token_id is not None:
+        auth.revoke_actions_token(session, task.actions_token_id)
+    _set_deployment_status(session, task)
+
+
+def _set_deployment_status(session: Session, task: TaskRow) -> None:
+    deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
+    if deployment is None or task.revision is None:
+        return
+    # The status follows the latest change that ended: an earlier change ending late does not undo it.
+    later = session.scalars(
+        select(TaskRow.id).where(
+            TaskRow.deployment_id == deployment.id,
+            TaskRow.revision > task.revision,
+            TaskRow.status.in_([TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value]),
+        )
+    ).first()
+    if later is not None:
+        return
+    if task.status == TaskStatus.FAILED.value:
+        deployment.status = DeploymentStatus.FAILED.value
+    elif task.type == TaskType.DELETE.value:
+        deployment.status = DeploymentStatus.DELETED.value
+    elif deployment.stopped_components:
+        deployment.status = DeploymentStatus.STOPPED.value
+    else:
+        deployment.status = DeploymentStatus.RUNNING.value
+    deployment.updated_at = utcnow()

@@ -1,0 +1,151 @@
+"""Agents claim tasks with a lease, record steps, and end tasks; actions tokens live as long as a task."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import update
+
+from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.roles import Role
+from styrmin_backend.store.models import TaskRow
+
+from .conftest import Stack
+
+CREATE = {"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"}
+
+
+def _agent(stack: Stack, name: str = "local-agent", cluster: str = "local") -> dict[str, str]:
+    admin = stack.headers(stack.token_for("admin"))
+    response = stack.client.post("/api/v1/agents", json={"name": name, "cluster": cluster}, headers=admin)
+    assert response.status_code == 201, response.text
+    return stack.headers(response.json()["key"])
+
+
+def _deploy(stack: Stack, name: str = "shop") -> int:
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    response = stack.client.post("/api/v1/deployments", json={**CREATE, "name": name}, headers=admin)
+    task_id: int = response.json()["task"]["id"]
+    return task_id
+
+
+def test_claim_starts_the_oldest_pending_task_and_gives_a_working_actions_token(stack: Stack) -> None:
+    task_id = _deploy(stack)
+    agent = _agent(stack)
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent)
+    assert claim.status_code == 200, claim.text
+    body = claim.json()
+    assert body["task"]["id"] == task_id and body["task"]["status"] == "running"
+    assert body["change_type"] == "create"
+    assert body["deployment"]["namespace"] == "shop"
+    me = stack.client.get("/api/v1/whoami", headers=stack.headers(body["actions_token"])).json()
+    assert me["username"] == "styrmin-actions"
+    assert stack.client.post("/api/v1/agent/claim", json={}, headers=agent).status_code == 204
+
+
+def test_two_agents_never_claim_the_same_task(stack: Stack) -> None:
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    for name in ("a", "b", "c"):
+        stack.client.post("/api/v1/deployments", json={**CREATE, "name": name}, headers=admin)
+    first, second = _agent(stack, "one"), _agent(stack, "two")
+    claimed = []
+    for agent in (first, second, first, second):
+        response = stack.client.post("/api/v1/agent/claim", json={}, headers=agent)
+        if response.status_code == 200:
+            claimed.append(response.json()["task"]["id"])
+    assert len(claimed) == len(set(claimed)) == 3
+
+
+def test_an_agent_only_claims_tasks_of_its_cluster(stack: Stack) -> None:
+    _deploy(stack)
+    elsewhere = _agent(stack, "edge", cluster="edge")
+    assert stack.client.post("/api/v1/agent/claim", json={}, headers=elsewhere).status_code == 204
+
+
+def test_ending_the_task_revokes_its_actions_token_and_sets_the_deployment_status(stack: Stack) -> None:
+    _deploy(stack)
+    agent = _agent(stack)
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    task_id, token = claim["task"]["id"], claim["actions_token"]
+    step = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/steps", json={"name": "Install"}, headers=agent
+    ).json()
+    stack.client.post(f"/api/v1/agent/steps/{step['id']}/end", json={}, headers=agent)
+    ended = stack.client.post(f"/api/v1/agent/tasks/{task_id}/end", json={}, headers=agent)
+    assert ended.json()["status"] == "succeeded"
+    assert stack.client.get("/api/v1/whoami", headers=stack.headers(token)).status_code == 401
+    admin = stack.headers(stack.token_for("admin"))
+    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json()["status"] == "running"
+
+
+def test_a_task_whose_agent_stopped_ends_failed_saying_so(stack: Stack) -> None:
+    _deploy(stack)
+    agent = _agent(stack)
+    claim = stack.client.post("/api/v1/agent/claim", json={"lease_seconds": 5}, headers=agent).json()
+    task_id, token = claim["task"]["id"], claim["actions_token"]
+    stack.client.post(f"/api/v1/agent/tasks/{task_id}/steps", json={"name": "Install"}, headers=agent)
+    with stack.session() as session:
+        session.execute(update(TaskRow).values(lease_expires_at=utcnow() - timedelta(seconds=1)))
+    assert stack.client.post("/api/v1/agent/claim", json={}, headers=agent).status_code == 204
+    admin = stack.headers(stack.token_for("admin"))
+    task = stack.client.get(f"/api/v1/tasks/{task_id}", headers=admin).json()
+    assert task["status"] == "failed"
+    assert task["error"].startswith("The agent stopped while it ran this task")
+    assert task["steps"][0]["status"] == "failed"
+    assert stack.client.get("/api/v1/whoami", headers=stack.headers(token)).status_code == 401
+    late = stack.client.post(f"/api/v1/agent/tasks/{task_id}/end", json={}, headers=agent)
+    assert late.status_code == 409
+
+
+def test_actions_write_notes_only_to_steps_of_their_own_task(stack: Stack) -> None:
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    stack.client.post("/api/v1/deployments", json=CREATE, headers=admin)
+    stack.client.post("/api/v1/deployments", json={**CREATE, "name": "other"}, headers=admin)
+    agent = _agent(stack)
+    mine = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    theirs = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    my_step = stack.client.post(
+        f"/api/v1/agent/tasks/{mine['task']['id']}/steps",
+        json={"name": "Run the setup post-hook"},
+        headers=agent,
+    ).json()
+    their_step = stack.client.post(
+        f"/api/v1/agent/tasks/{theirs['task']['id']}/steps", json={"name": "x"}, headers=agent
+    ).json()
+    actions = stack.headers(mine["actions_token"])
+    ok = stack.client.post(
+        f"/api/v1/agent/steps/{my_step['id']}/notes",
+        json={"note": "Deleted Job shop-migrate-1."},
+        headers=actions,
+    )
+    assert ok.status_code == 200
+    refused = stack.client.post(
+        f"/api/v1/agent/steps/{their_step['id']}/notes", json={"note": "x"}, headers=actions
+    )
+    assert refused.status_code == 403
+    output = stack.client.put(
+        f"/api/v1/agent/steps/{my_step['id']}/output",
+        json={"output_tail": f"token={mine['actions_token']}\nfailed\n", "output_truncated": True},
+        headers=actions,
+    )
+    assert output.status_code == 200
+    task = stack.client.get(f"/api/v1/tasks/{mine['task']['id']}", headers=admin).json()
+    assert task["steps"][0]["notes"] == ["Deleted Job shop-migrate-1."]
+    assert mine["actions_token"] not in task["steps"][0]["output_tail"]
+    assert "<redacted>" in task["steps"][0]["output_tail"]
+
+
+def test_a_revoked_agent_key_is_refused(stack: Stack) -> None:
+    agent = _agent(stack)
+    admin = stack.headers(stack.token_for("admin"))
+    stack.client.delete("/api/v1/agents/local-agent", headers=admin)
+    assert stack.client.post("/api/v1/agent/claim", json={}, headers=agent).status_code == 401
+
+
+def test_only_admins_register_agents(stack: Stack) -> None:
+    writer = stack.headers(stack.make_user("writer", Role.READ_WRITE))
+    response = stack.client.post("/api/v1/agents", json={"name": "x"}, headers=writer)
+    assert response.status_code == 403
