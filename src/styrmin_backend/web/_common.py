@@ -1,0 +1,241 @@
+"""What every page shares: the signed-in user, CSRF checks, database units, and rendering."""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.routing import APIRoute
+from fastapi.templating import Jinja2Templates
+from sqlalchemy.orm import Session
+from starlette.datastructures import FormData
+
+from styrmin_backend.api.deps import SESSION_COOKIE, csrf_token_for
+from styrmin_backend.domain.errors import (
+    Conflict,
+    DomainError,
+    InvalidInput,
+    InvalidTransition,
+    NotAllowed,
+    NotAuthenticated,
+    NotFound,
+    Refused,
+)
+from styrmin_backend.domain.roles import Role, role_allows
+from styrmin_backend.services import auth
+from styrmin_backend.services.principal import Principal
+from styrmin_backend.web import _format
+
+CSRF_FIELD = "csrf_token"
+"""The hidden field every form of the UI sends, checked against the session's CSRF token."""
+
+LOGIN_CSRF_COOKIE = "styrmin_login_csrf"
+"""Before a session exists, the login form's CSRF token is a random value doubled in this cookie."""
+
+DEFAULT_PREFECT_UI_URL = "http://127.0.0.1:4200"
+
+_HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=str(_HERE / "templates"))
+templates.env.filters.update(
+    when=_format.when,
+    duration=_format.duration,
+    status_icon=_format.status_icon,
+    status_label=_format.status_label,
+    yaml=_format.as_yaml,
+)
+templates.env.globals.update(CSRF_FIELD=CSRF_FIELD)
+
+# Inline styles are allowed for the timeline bars' widths (and htmx's indicator style); scripts are not.
+_SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The signed-in user of a page and the CSRF token its forms carry."""
+
+    principal: Principal
+    csrf_token: str
+
+    @property
+    def can_write(self) -> bool:
+        """Whether the user may operate deployments (Read/write or Admin)."""
+        return role_allows(self.principal.role, Role.READ_WRITE)
+
+    @property
+    def is_admin(self) -> bool:
+        """Whether the user may manage users."""
+        return self.principal.role is Role.ADMIN
+
+
+class WebForbidden(Exception):
+    """A form post the server refuses: no valid CSRF token, or a role that does not allow it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@contextmanager
+def unit(request: Request) -> Iterator[Session]:
+    """A database session committed when the block succeeds, before the response is sent.
+
+    A handler may roll back part way (after a refused change) and go on reading in the same unit.
+    """
+    with request.app.state.session_factory() as session:
+        try:
+            yield session
+        except BaseException:
+            session.rollback()
+            raise
+        session.commit()
+
+
+@contextmanager
+def dry_run(request: Request) -> Iterator[Session]:
+    """A database session that is always rolled back: to check a change before it is confirmed."""
+    with request.app.state.session_factory() as session:
+        try:
+            yield session
+        finally:
+            session.rollback()
+
+
+def viewer_of(request: Request, session: Session) -> Viewer:
+    """The signed-in user of ``request``; raises NotAuthenticated (the page then asks to log in)."""
+    token = request.cookies.get(SESSION_COOKIE)
+    if not token:
+        raise NotAuthenticated("Log in to continue.")
+    return Viewer(auth.authenticate(session, token), csrf_token_for(token))
+
+
+def check_form(request: Request, form: FormData, viewer: Viewer, needed: Role) -> None:
+    """Refuse a form post without the session's CSRF token, or from a role below ``needed``."""
+    sent = form.get(CSRF_FIELD)
+    if not isinstance(sent, str) or not hmac.compare_digest(sent, viewer.csrf_token):
+        raise WebForbidden(
+            "The form has expired or did not come from this page; reload the page and try again."
+        )
+    if not role_allows(viewer.principal.role, needed):
+        raise WebForbidden(
+            f'You are signed in as "{viewer.principal.username}" with the role '
+            f"{viewer.principal.role.label}; this needs {needed.label}. Ask an administrator to change "
+            "your role."
+        )
+
+
+async def read_form(request: Request) -> FormData:
+    """The posted form (a dependency, so that handlers can stay synchronous)."""
+    return await request.form()
+
+
+def text(form: FormData, name: str) -> str:
+    """A text field of ``form``, empty when absent."""
+    value = form.get(name)
+    return value if isinstance(value, str) else ""
+
+
+def new_login_csrf() -> str:
+    """A random token for the login form, doubled in a cookie."""
+    return secrets.token_urlsafe(24)
+
+
+def prefect_ui_url(request: Request) -> str:
+    """The Prefect UI's base URL: the setting when Settings has one, else ``STYRMIN_PREFECT_UI_URL``."""
+    configured = getattr(request.app.state.settings, "prefect_ui_url", None)
+    url = configured or os.environ.get("STYRMIN_PREFECT_UI_URL") or DEFAULT_PREFECT_UI_URL
+    return str(url).rstrip("/")
+
+
+def render(
+    request: Request,
+    template: str,
+    viewer: Viewer | None,
+    status_code: int = 200,
+    **context: Any,
+) -> HTMLResponse:
+    """A page rendered from ``template`` with the viewer and the current time in its context."""
+    response = templates.TemplateResponse(
+        request,
+        template,
+        {"viewer": viewer, "now": _format.now(), **context},
+        status_code=status_code,
+    )
+    response.headers.update(_SECURITY_HEADERS)
+    return response
+
+
+def see_other(url: str) -> RedirectResponse:
+    """The redirect after a successful form post (POST, then GET)."""
+    return RedirectResponse(url, status_code=303)
+
+
+def safe_next(url: str) -> str:
+    """``url`` when it is a path of this site, else the home page (no open redirects)."""
+    if url.startswith("/") and not url.startswith("//") and "\\" not in url:
+        return url
+    return "/"
+
+
+_ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
+    (InvalidInput, 422),
+    (NotFound, 404),
+    (Conflict, 409),
+    (InvalidTransition, 409),
+    (Refused, 403),
+    (NotAllowed, 403),
+)
+
+
+def _login_redirect(request: Request) -> Response:
+    target = "/login?next=" + _format.quote(request.url.path)
+    if request.headers.get("HX-Request"):
+        return Response(status_code=204, headers={"HX-Redirect": target})
+    return see_other(target)
+
+
+class WebRoute(APIRoute):
+    """A route of the UI: expected failures are answered with a readable page, never JSON."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except NotAuthenticated:
+                return _login_redirect(request)
+            except WebForbidden as error:
+                return render(request, "error.html", None, 403, title="Not allowed", message=error.message)
+            except DomainError as error:
+                status = next((code for cls, code in _ERROR_STATUS if isinstance(error, cls)), 400)
+                title = "Not found" if status == 404 else "The request was refused"
+                return render(request, "error.html", None, status, title=title, message=error.message)
+
+        return handle
+
+
+def is_ended(status: str) -> bool:
+    """Whether a task or step status is final."""
+    return status in ("succeeded", "failed")
+
+
+def age(moment: datetime | None) -> str:
+    """How long ago ``moment`` was, for lists."""
+    return _format.age(moment)

@@ -1,0 +1,209 @@
+"""What the pages show, computed from the services' rows: task timelines, deployments, drivers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from styrmin_backend.clock import as_utc, utcnow
+from styrmin_backend.domain.errors import NotFound
+from styrmin_backend.drivers import DriverSpec
+from styrmin_backend.services import changes, drivers, tasks
+from styrmin_backend.services.tasks import StartedBy, TaskDetail
+from styrmin_backend.store.models import DeploymentRow, DriverRow, StepRow, TaskRow
+from styrmin_backend.web._format import MASK, is_secret_name, masked
+
+HISTORY_PAGE_SIZE = 20
+"""Tasks per page of a deployment's history."""
+
+_MIN_BAR_PERCENT = 0.6
+"""A step that took no measurable time still gets a visible sliver on the timeline."""
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One step as the task view shows it, with its place on the task's timeline."""
+
+    row: StepRow
+    started_tasks: list[TaskRow]
+    seconds: float | None
+    bar_offset: float
+    bar_width: float
+    flow_run_url: str | None
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A task with its steps laid out on one timeline."""
+
+    task: TaskRow
+    started_by: StartedBy | None
+    steps: list[StepView]
+    seconds: float | None
+
+    @property
+    def live(self) -> bool:
+        """Whether the task can still change (the page then polls for its steps)."""
+        return self.task.status not in ("succeeded", "failed")
+
+    @property
+    def result_extra(self) -> dict[str, Any]:
+        """The task's result without the started tasks, which the steps already list."""
+        return {k: v for k, v in (self.task.result or {}).items() if k != "started_tasks"}
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return (as_utc(end) - as_utc(start)).total_seconds()
+
+
+def task_view(detail: TaskDetail, prefect_ui_url: str) -> TaskView:
+    """The task view of ``detail``; flow runs link into the Prefect UI at ``prefect_ui_url``."""
+    task, now = detail.task, utcnow()
+    starts = [as_utc(s.started_at) for s in detail.steps if s.started_at]
+    ends = [as_utc(s.ended_at) for s in detail.steps if s.ended_at]
+    begin = as_utc(task.started_at) if task.started_at else min(starts, default=None)
+    finish: datetime | None
+    if task.ended_at:
+        finish = as_utc(task.ended_at)
+    elif task.status == "running" or any(s.status == "running" for s in detail.steps):
+        finish = now
+    else:
+        finish = max(ends, default=begin)
+    span = _seconds(begin, finish) or 0.0
+    views = []
+    for step in detail.steps:
+        step_end = step.ended_at or (now if step.status == "running" else None)
+        seconds = _seconds(step.started_at, step_end)
+        offset = width = 0.0
+        if begin is not None and step.started_at is not None and span > 0:
+            offset = min(max((_seconds(begin, step.started_at) or 0.0) / span * 100, 0.0), 100.0)
+            width = min(max((seconds or 0.0) / span * 100, _MIN_BAR_PERCENT), 100.0 - offset)
+        elif step.started_at is not None:
+            width = 100.0
+        views.append(
+            StepView(
+                row=step,
+                started_tasks=detail.started_tasks.get(step.id, []),
+                seconds=seconds,
+                bar_offset=round(offset, 2),
+                bar_width=round(max(width, 0.0), 2),
+                flow_run_url=f"{prefect_ui_url}/runs/flow-run/{step.flow_run_id}"
+                if step.flow_run_id
+                else None,
+            )
+        )
+    task_end = task.ended_at or (now if task.status == "running" else None)
+    return TaskView(task, detail.started_by, views, _seconds(task.started_at, task_end))
+
+
+def load_task_view(session: Session, task_id: int, prefect_ui_url: str) -> TaskView:
+    """Task ``task_id`` as the task view shows it; raises NotFound."""
+    return task_view(tasks.get_task_detail(session, task_id), prefect_ui_url)
+
+
+@dataclass
+class DriverCache:
+    """Driver specs read once per request (several deployments share a driver version)."""
+
+    session: Session
+    _specs: dict[tuple[str, str], DriverSpec | None] = field(default_factory=dict)
+
+    def spec(self, name: str, version: str) -> DriverSpec | None:
+        """The spec of ``name@version``, or None when it is not stored."""
+        key = (name, version)
+        if key not in self._specs:
+            try:
+                self._specs[key] = drivers.stored_spec(drivers.get_driver_row(self.session, name, version))
+            except NotFound:
+                self._specs[key] = None
+        return self._specs[key]
+
+
+@dataclass(frozen=True)
+class DeploymentLine:
+    """A row of the deployments list."""
+
+    row: DeploymentRow
+    application: str
+    last_task: TaskRow | None
+
+
+def deployment_lines(session: Session) -> list[DeploymentLine]:
+    """Every deployment with its application's name and its last task."""
+    cache = DriverCache(session)
+    lines = []
+    for row in changes.list_deployments(session):
+        spec = cache.spec(row.driver_name, row.driver_version)
+        last = tasks.list_tasks(session, deployment=row.name, limit=1).items
+        lines.append(
+            DeploymentLine(
+                row=row,
+                application=spec.spec.application.name if spec else row.driver_name,
+                last_task=last[0] if last else None,
+            )
+        )
+    return lines
+
+
+@dataclass(frozen=True)
+class ComponentView:
+    """A component of a deployment: its workload, whether it should run, and its configuration."""
+
+    name: str
+    workload_kind: str
+    workload_name: str
+    container: str | None
+    stopped: bool
+    image_override: str | None
+    env: dict[str, str]
+
+
+def component_views(row: DeploymentRow, spec: DriverSpec | None) -> list[ComponentView]:
+    """The components of a deployment, with image overrides and env vars (secret-looking ones masked)."""
+    if spec is None:
+        return []
+    configuration = changes.Configuration.from_json(row.configuration)
+    stopped = set(row.stopped_components)
+    return [
+        ComponentView(
+            name=c.name,
+            workload_kind=c.workload.kind,
+            workload_name=c.workload.resolved_name(row.name),
+            container=c.container,
+            stopped=c.name in stopped,
+            image_override=configuration.images.get(c.name),
+            env={k: (MASK if is_secret_name(k) else v) for k, v in configuration.env.get(c.name, {}).items()},
+        )
+        for c in spec.spec.components
+    ]
+
+
+def masked_values(row: DeploymentRow) -> dict[str, Any]:
+    """The deployment's Helm values with secret-looking values masked."""
+    values: dict[str, Any] = masked(changes.Configuration.from_json(row.configuration).values)
+    return values
+
+
+def driver_versions(session: Session, name: str) -> list[str]:
+    """The stored versions of driver ``name``, in push order."""
+    return [row.version for row in drivers.list_drivers(session) if row.name == name]
+
+
+@dataclass(frozen=True)
+class DriverView:
+    """A stored driver version as the drivers page shows it."""
+
+    row: DriverRow
+    spec: DriverSpec
+
+
+def driver_views(session: Session) -> list[DriverView]:
+    """Every stored driver version, newest push of each driver first."""
+    rows = drivers.list_drivers(session)
+    rows.sort(key=lambda r: (r.name, -r.id))
+    return [DriverView(row, drivers.stored_spec(row)) for row in rows]

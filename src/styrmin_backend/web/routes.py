@@ -1,0 +1,668 @@
+"""The pages and form endpoints of the web UI; pages call the services in this process."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.responses import HTMLResponse
+from sqlalchemy.orm import Session
+from starlette.datastructures import FormData
+
+from styrmin_backend.api.deps import CSRF_COOKIE, SESSION_COOKIE
+from styrmin_backend.api.routes.auth import set_session_cookies
+from styrmin_backend.domain.errors import DomainError, NotAuthenticated
+from styrmin_backend.domain.roles import Role
+from styrmin_backend.domain.users import ACTIONS_USERNAME
+from styrmin_backend.services import auth, changes, tasks, users
+from styrmin_backend.services.changes import Configuration
+from styrmin_backend.web import _views
+from styrmin_backend.web._common import (
+    CSRF_FIELD,
+    LOGIN_CSRF_COOKIE,
+    Viewer,
+    WebForbidden,
+    WebRoute,
+    check_form,
+    dry_run,
+    new_login_csrf,
+    prefect_ui_url,
+    read_form,
+    render,
+    safe_next,
+    see_other,
+    text,
+    unit,
+    viewer_of,
+)
+from styrmin_backend.web._forms import (
+    FormErrors,
+    configuration_fields,
+    env_field,
+    image_field,
+    place_error,
+    read_configuration,
+)
+
+router = APIRouter(route_class=WebRoute, include_in_schema=False)
+Form = Annotated[FormData, Depends(read_form)]
+
+# Where a service's error field goes on the UI's forms.
+_CREATE_FIELDS = {
+    "name": "name",
+    "namespace": "namespace",
+    "driver": "driver",
+    "driver_version": "driver",
+    "app_version": "app_version",
+    "configuration.values": "values",
+}
+_UPGRADE_FIELDS = {"app_version": "app_version", "driver_version": "driver_version"}
+_USER_FIELDS = {"username": "username", "password": "password", "role": "role"}
+_NOTICES = {
+    "unchanged": "The deployment already runs these versions, so no task was started.",
+    "password": "The password was set.",
+}
+
+
+# --- signing in ---------------------------------------------------------------------------------
+
+
+@router.get("/")
+def home() -> Response:
+    return see_other("/deployments")
+
+
+@router.get("/login")
+def login_page(request: Request, next: str = "/") -> Response:
+    token = new_login_csrf()
+    response = render(
+        request, "login.html", None, login_csrf=token, next=safe_next(next), errors=FormErrors()
+    )
+    _set_login_csrf(request, response, token)
+    return response
+
+
+@router.post("/login")
+def login(request: Request, form: Form) -> Response:
+    sent, expected = text(form, CSRF_FIELD), request.cookies.get(LOGIN_CSRF_COOKIE, "")
+    username, target = text(form, "username").strip(), safe_next(text(form, "next") or "/")
+    errors = FormErrors()
+    if not expected or sent != expected:
+        errors.add(None, "The login form expired; log in again.")
+    else:
+        try:
+            with unit(request) as session:
+                user = auth.login(session, username, text(form, "password"))
+                settings = request.app.state.settings
+                issued = auth.issue_token(
+                    session, user, auth.TokenKind.SESSION, settings.session_lifetime, name="web session"
+                )
+        except NotAuthenticated as error:
+            errors.add(error.field if error.field in ("username", "password") else None, error.message)
+        else:
+            redirect = see_other(target)
+            set_session_cookies(redirect, issued.token, settings)
+            redirect.delete_cookie(LOGIN_CSRF_COOKIE, path="/login")
+            return redirect
+    token = new_login_csrf()
+    response = render(
+        request, "login.html", None, 401, login_csrf=token, next=target, errors=errors, username=username
+    )
+    _set_login_csrf(request, response, token)
+    return response
+
+
+def _set_login_csrf(request: Request, response: Response, token: str) -> None:
+    response.set_cookie(
+        LOGIN_CSRF_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=request.app.state.settings.secure_cookies,
+        path="/login",
+        max_age=3600,
+    )
+
+
+@router.post("/logout")
+def logout(request: Request, form: Form) -> Response:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_ONLY)
+        auth.revoke_token(session, viewer.principal.token_id, by=viewer.principal)
+    response = see_other("/login")
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    response.delete_cookie(CSRF_COOKIE, path="/")
+    return response
+
+
+# --- deployments ---------------------------------------------------------------------------------
+
+
+@router.get("/deployments")
+def deployments_page(request: Request) -> HTMLResponse:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        lines = _views.deployment_lines(session)
+        return render(request, "deployments.html", viewer, lines=lines)
+
+
+def _driver_choices(session: Session) -> list[tuple[str, str, list[str]]]:
+    """Every stored driver version as (value, label, components), newest push of each driver first."""
+    return [
+        (
+            f"{view.row.name}@{view.row.version}",
+            f"{view.row.name} {view.row.version} ({view.spec.spec.application.name} "
+            f"{view.spec.spec.application.default_version})",
+            [c.name for c in view.spec.spec.components],
+        )
+        for view in _views.driver_views(session)
+    ]
+
+
+def _render_create(
+    request: Request,
+    viewer: Viewer,
+    session: Session,
+    fields: dict[str, str],
+    errors: FormErrors,
+    status_code: int = 200,
+) -> HTMLResponse:
+    choices = _driver_choices(session)
+    chosen = fields.get("driver") or (choices[0][0] if choices else "")
+    components = next((c for value, _, c in choices if value == chosen), [])
+    return render(
+        request,
+        "deployment_new.html",
+        viewer,
+        status_code,
+        choices=choices,
+        chosen=chosen,
+        components=components,
+        fields=fields,
+        errors=errors,
+        image_field=image_field,
+        env_field=env_field,
+    )
+
+
+@router.get("/new-deployment")
+def create_page(request: Request, driver: str = "") -> HTMLResponse:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        if not viewer.can_write:
+            raise WebForbidden(f"Creating a deployment needs {Role.READ_WRITE.label}.")
+        return _render_create(
+            request, viewer, session, {"driver": driver, "namespace": "default"}, FormErrors()
+        )
+
+
+@router.get("/new-deployment/components")
+def create_components_fragment(request: Request, driver: str = "") -> HTMLResponse:
+    """The image and env fields of the chosen driver's components (swapped in when the driver changes)."""
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        components = next((c for value, _, c in _driver_choices(session) if value == driver), [])
+        return render(
+            request,
+            "_component_fields.html",
+            viewer,
+            components=components,
+            fields={},
+            errors=FormErrors(),
+            image_field=image_field,
+            env_field=env_field,
+        )
+
+
+@router.post("/new-deployment")
+def create_deployment(request: Request, form: Form) -> Response:
+    fields = {key: value for key, value in form.items() if isinstance(value, str) and key != CSRF_FIELD}
+    errors = FormErrors()
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+        driver_name, _, driver_version = text(form, "driver").partition("@")
+        components = next(
+            (c for value, _, c in _driver_choices(session) if value == text(form, "driver")), []
+        )
+        if not driver_name or not driver_version:
+            errors.add("driver", "Choose a driver version; push one first with `styrminctl drivers push`.")
+        if not text(form, "name").strip():
+            errors.add("name", "Give the deployment a name.")
+        if not text(form, "namespace").strip():
+            errors.add("namespace", "Give the namespace to deploy into.")
+        configuration = read_configuration(form, components, errors)
+        name = text(form, "name").strip()
+        if not errors:
+            try:
+                changes.create_deployment(
+                    session,
+                    by=viewer.principal,
+                    name=name,
+                    namespace=text(form, "namespace").strip(),
+                    driver_name=driver_name,
+                    driver_version=driver_version,
+                    app_version=text(form, "app_version").strip() or None,
+                    configuration=configuration,
+                )
+            except DomainError as error:
+                session.rollback()
+                place_error(error, errors, _CREATE_FIELDS)
+        if errors:
+            return _render_create(request, viewer, session, fields, errors, 422)
+    return see_other(f"/deployments/{name}")
+
+
+def _latest_task(session: Session, name: str, prefect_url: str) -> _views.TaskView | None:
+    latest = tasks.list_tasks(session, deployment=name, limit=1).items
+    return _views.load_task_view(session, latest[0].id, prefect_url) if latest else None
+
+
+@router.get("/deployments/{name}")
+def deployment_page(
+    request: Request,
+    name: str,
+    before: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+    notice: str = "",
+) -> HTMLResponse:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        row = changes.get_deployment(session, name)
+        spec = _views.DriverCache(session).spec(row.driver_name, row.driver_version)
+        history = tasks.list_tasks(session, deployment=name, limit=_views.HISTORY_PAGE_SIZE, before=before)
+        return render(
+            request,
+            "deployment.html",
+            viewer,
+            deployment=row,
+            spec=spec,
+            components=_views.component_views(row, spec),
+            values=_views.masked_values(row),
+            latest=_latest_task(session, name, prefect_ui_url(request)),
+            history=history,
+            before=before,
+            notice=_NOTICES.get(notice, ""),
+        )
+
+
+def _confirm(
+    request: Request,
+    viewer: Viewer,
+    *,
+    title: str,
+    lines: list[str],
+    action: str,
+    hidden: dict[str, Any],
+    button: str,
+    cancel: str,
+    danger: bool = False,
+) -> HTMLResponse:
+    return render(
+        request,
+        "confirm.html",
+        viewer,
+        title=title,
+        lines=lines,
+        action=action,
+        hidden=hidden,
+        button=button,
+        cancel=cancel,
+        danger=danger,
+    )
+
+
+def _render_upgrade(
+    request: Request,
+    viewer: Viewer,
+    session: Session,
+    name: str,
+    fields: dict[str, str],
+    errors: FormErrors,
+    status_code: int = 200,
+) -> HTMLResponse:
+    row = changes.get_deployment(session, name)
+    return render(
+        request,
+        "upgrade.html",
+        viewer,
+        status_code,
+        deployment=row,
+        versions=_views.driver_versions(session, row.driver_name),
+        fields=fields,
+        errors=errors,
+    )
+
+
+@router.get("/deployments/{name}/upgrade")
+def upgrade_page(request: Request, name: str) -> HTMLResponse:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        if not viewer.can_write:
+            raise WebForbidden(f"Upgrading a deployment needs {Role.READ_WRITE.label}.")
+        row = changes.get_deployment(session, name)
+        fields = {"app_version": row.app_version, "driver_version": row.driver_version}
+        return _render_upgrade(request, viewer, session, name, fields, FormErrors())
+
+
+@router.post("/deployments/{name}/upgrade")
+def upgrade(request: Request, name: str, form: Form) -> Response:
+    fields = {
+        "app_version": text(form, "app_version").strip(),
+        "driver_version": text(form, "driver_version"),
+    }
+    errors = FormErrors()
+    confirmed = text(form, "confirmed") == "yes"
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+        before = changes.get_deployment(session, name)
+        was = (before.app_version, before.driver_name, before.driver_version)
+    runner = unit if confirmed else dry_run
+    with runner(request) as session:
+        try:
+            recorded = changes.upgrade_deployment(
+                session,
+                name,
+                by=viewer.principal,
+                app_version=fields["app_version"] or None,
+                driver_version=fields["driver_version"] or None,
+            )
+        except DomainError as error:
+            place_error(error, errors, _UPGRADE_FIELDS)
+            session.rollback()
+            return _render_upgrade(request, viewer, session, name, fields, errors, 422)
+        if recorded.task is None:
+            return see_other(f"/deployments/{name}?notice=unchanged")
+        revision = recorded.task.revision
+    if confirmed:
+        return see_other(f"/deployments/{name}")
+    return _confirm(
+        request,
+        viewer,
+        title=f'Upgrade deployment "{name}"?',
+        lines=[
+            f"Application version: {was[0]} → {fields['app_version'] or was[0]}",
+            f"Driver: {was[1]} {was[2]} → {fields['driver_version'] or was[2]}",
+            f"This records revision {revision} and runs the driver's upgrade hooks.",
+        ],
+        action=f"/deployments/{name}/upgrade",
+        hidden=fields,
+        button="Upgrade",
+        cancel=f"/deployments/{name}",
+    )
+
+
+def _components_of(session: Session, name: str) -> list[str]:
+    row = changes.get_deployment(session, name)
+    spec = _views.DriverCache(session).spec(row.driver_name, row.driver_version)
+    return [c.name for c in spec.spec.components] if spec else []
+
+
+def _render_configure(
+    request: Request,
+    viewer: Viewer,
+    session: Session,
+    name: str,
+    fields: dict[str, str],
+    errors: FormErrors,
+    status_code: int = 200,
+) -> HTMLResponse:
+    return render(
+        request,
+        "configure.html",
+        viewer,
+        status_code,
+        deployment=changes.get_deployment(session, name),
+        components=_components_of(session, name),
+        fields=fields,
+        errors=errors,
+        image_field=image_field,
+        env_field=env_field,
+    )
+
+
+@router.get("/deployments/{name}/configure")
+def configure_page(request: Request, name: str) -> HTMLResponse:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        if not viewer.can_write:
+            raise WebForbidden(f"Changing a deployment's configuration needs {Role.READ_WRITE.label}.")
+        row = changes.get_deployment(session, name)
+        fields = configuration_fields(
+            Configuration.from_json(row.configuration), _components_of(session, name)
+        )
+        return _render_configure(request, viewer, session, name, fields, FormErrors())
+
+
+@router.post("/deployments/{name}/configure")
+def configure(request: Request, name: str, form: Form) -> Response:
+    fields = {key: value for key, value in form.items() if isinstance(value, str)}
+    fields.pop(CSRF_FIELD, None)
+    fields.pop("confirmed", None)
+    errors = FormErrors()
+    confirmed = text(form, "confirmed") == "yes"
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+        configuration = read_configuration(form, _components_of(session, name), errors)
+        if errors:
+            return _render_configure(request, viewer, session, name, fields, errors, 422)
+    runner = unit if confirmed else dry_run
+    with runner(request) as session:
+        try:
+            recorded = changes.configure_deployment(
+                session, name, by=viewer.principal, configuration=configuration
+            )
+        except DomainError as error:
+            session.rollback()
+            place_error(error, errors, {"configuration.values": "values"})
+            return _render_configure(request, viewer, session, name, fields, errors, 422)
+        revision = recorded.task.revision if recorded.task else None
+    if confirmed:
+        return see_other(f"/deployments/{name}")
+    return _confirm(
+        request,
+        viewer,
+        title=f'Change the configuration of "{name}"?',
+        lines=[
+            f"This replaces the values, image overrides and env vars, and records revision {revision}.",
+            "Workloads whose configuration changes are rolled out again.",
+        ],
+        action=f"/deployments/{name}/configure",
+        hidden=fields,
+        button="Change configuration",
+        cancel=f"/deployments/{name}",
+    )
+
+
+def _set_running(request: Request, name: str, form: FormData, running: bool) -> Response:
+    verb = "start" if running else "stop"
+    component = text(form, "component")
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+    confirmed = text(form, "confirmed") == "yes"
+    with (unit if confirmed else dry_run)(request) as session:
+        changes.set_components_running(
+            session, name, by=viewer.principal, components=[component], running=running
+        )
+    if confirmed:
+        return see_other(f"/deployments/{name}")
+    effect = (
+        "Its workload is scaled back to its configured replicas."
+        if running
+        else "Its workload is scaled to zero until you start it again."
+    )
+    return _confirm(
+        request,
+        viewer,
+        title=f'{verb.capitalize()} component "{component}" of "{name}"?',
+        lines=[effect],
+        action=f"/deployments/{name}/{verb}",
+        hidden={"component": component},
+        button=f"{verb.capitalize()} {component}",
+        cancel=f"/deployments/{name}",
+        danger=not running,
+    )
+
+
+@router.post("/deployments/{name}/stop")
+def stop(request: Request, name: str, form: Form) -> Response:
+    return _set_running(request, name, form, running=False)
+
+
+@router.post("/deployments/{name}/start")
+def start(request: Request, name: str, form: Form) -> Response:
+    return _set_running(request, name, form, running=True)
+
+
+@router.post("/deployments/{name}/delete")
+def delete(request: Request, name: str, form: Form) -> Response:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+    if text(form, "confirmed") == "yes":
+        with unit(request) as session:
+            changes.delete_deployment(session, name, by=viewer.principal)
+        return see_other(f"/deployments/{name}")
+    with dry_run(request) as session:
+        row = changes.get_deployment(session, name)
+        namespace = row.namespace
+    return _confirm(
+        request,
+        viewer,
+        title=f'Delete deployment "{name}"?',
+        lines=[
+            f"The agent uninstalls it from namespace {namespace}; its workloads and their data go with it.",
+            "Its tasks stay readable.",
+        ],
+        action=f"/deployments/{name}/delete",
+        hidden={},
+        button=f"Delete {name}",
+        cancel=f"/deployments/{name}",
+        danger=True,
+    )
+
+
+# --- tasks -----------------------------------------------------------------------------------------
+
+
+@router.get("/tasks/{task_id}")
+def task_page(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)]) -> HTMLResponse:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        view = _views.load_task_view(session, task_id, prefect_ui_url(request))
+        return render(request, "task.html", viewer, view=view)
+
+
+@router.get("/tasks/{task_id}/live")
+def task_live(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)]) -> HTMLResponse:
+    """The task's status and steps, polled by the page while the task runs."""
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        view = _views.load_task_view(session, task_id, prefect_ui_url(request))
+        return render(request, "_task_live.html", viewer, view=view)
+
+
+# --- users ----------------------------------------------------------------------------------------
+
+
+def _render_users(
+    request: Request,
+    viewer: Viewer,
+    session: Session,
+    errors: FormErrors,
+    fields: dict[str, str],
+    status_code: int = 200,
+    notice: str = "",
+) -> HTMLResponse:
+    return render(
+        request,
+        "users.html",
+        viewer,
+        status_code,
+        users=users.list_users(session),
+        roles=list(Role),
+        errors=errors,
+        fields=fields,
+        notice=notice,
+        actions_username=ACTIONS_USERNAME,
+    )
+
+
+@router.get("/users")
+def users_page(request: Request, notice: str = "") -> HTMLResponse:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        return _render_users(request, viewer, session, FormErrors(), {}, notice=_NOTICES.get(notice, ""))
+
+
+@router.post("/users")
+def create_user(request: Request, form: Form) -> Response:
+    fields = {"username": text(form, "username").strip(), "role": text(form, "role")}
+    errors = FormErrors()
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.ADMIN)
+        try:
+            users.create_user(session, fields["username"], Role(fields["role"]), text(form, "password"))
+        except ValueError:
+            errors.add("role", "Choose a role.")
+        except DomainError as error:
+            place_error(error, errors, _USER_FIELDS)
+        if errors:
+            session.rollback()
+            return _render_users(request, viewer, session, errors, fields, 422)
+    return see_other("/users")
+
+
+def _user_change(request: Request, form: FormData, change: Any) -> Response:
+    errors = FormErrors()
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.ADMIN)
+        try:
+            change(session, viewer)
+        except DomainError as error:
+            session.rollback()
+            errors.add(None, error.message)
+            return _render_users(request, viewer, session, errors, {}, 422 if error.field else 409)
+    return see_other("/users")
+
+
+@router.post("/users/{username}/role")
+def change_role(request: Request, username: str, form: Form) -> Response:
+    try:
+        role = Role(text(form, "role"))
+    except ValueError:
+        role = None
+    return _user_change(request, form, lambda s, v: users.update_user(s, username, by=v.principal, role=role))
+
+
+@router.post("/users/{username}/active")
+def change_active(request: Request, username: str, form: Form) -> Response:
+    active = text(form, "active") == "yes"
+    return _user_change(
+        request, form, lambda s, v: users.update_user(s, username, by=v.principal, is_active=active)
+    )
+
+
+@router.post("/users/{username}/password")
+def set_password(request: Request, username: str, form: Form) -> Response:
+    response = _user_change(
+        request, form, lambda s, _v: users.set_password(s, username, text(form, "password"))
+    )
+    if response.status_code == 303:
+        return see_other("/users?notice=password")
+    return response
+
+
+# --- drivers --------------------------------------------------------------------------------------
+
+
+@router.get("/drivers")
+def drivers_page(request: Request) -> HTMLResponse:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        return render(request, "drivers.html", viewer, drivers=_views.driver_views(session))
