@@ -10,7 +10,6 @@ from styrmin_backend.api.routes import agent, agents, auth, deployments, drivers
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory
 from styrmin_backend.web import install_web
-from styrmin_backend.web import install_web
 
 API_PREFIX = "/api/v1"
 
@@ -34,7 +33,6 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     for module in (auth, users, drivers, deployments, tasks, agents, agent):
         api.include_router(module.router)
     app.include_router(api)
-    install_web(app)
     install_web(app)
 
     @app.get("/healthz", include_in_schema=False)
