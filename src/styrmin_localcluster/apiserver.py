@@ -31,7 +31,6 @@ JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
-APPLY_PATCH_CBOR = "application/apply-patch+cbor"
 
 NAMESPACES: StorageKey = ("", "namespaces")
 PODS: StorageKey = ("", "pods")
@@ -502,7 +501,7 @@ class ApiServer:
             and not new_meta.get("finalizers")
             and not self._waits_for_kubelet(key, new)
         ):
-            self.store.remove(key, new_meta.get("namespace") or "", new_meta["name"])
+            self._remove(key, new)
             return self._at_version(rtype, new)
         new_meta["resourceVersion"] = str(self.store.next_resource_version())
         self.store.put(key, new)
@@ -594,7 +593,7 @@ class ApiServer:
         """Patch an object; returns it and whether it was created (server-side apply only)."""
         namespace = self._check_namespace(rtype, namespace, creating=False)
         patch_type = content_type.split(";")[0].strip().lower()
-        if patch_type in (APPLY_PATCH, APPLY_PATCH_CBOR):
+        if patch_type == APPLY_PATCH:
             return self._apply(rtype, namespace, name, raw_patch, subresource, dry_run, field_manager)
         try:
             patch = orjson.loads(raw_patch) if raw_patch else {}

@@ -6,7 +6,7 @@ import secrets
 from typing import Any
 
 from .apiserver import ApiServer
-from .meta import now
+from .meta import new_uid, now
 
 EVENTS = ("", "events")
 # The oldest events are removed beyond this many, as a real cluster's event TTL would.
@@ -27,7 +27,7 @@ def record_event(
         "metadata": {
             "name": f"{meta['name']}.{secrets.token_hex(8)}",
             "namespace": namespace,
-            "uid": secrets.token_hex(16),
+            "uid": new_uid(),
             "creationTimestamp": timestamp,
             "generation": 1,
         },

@@ -145,8 +145,6 @@ class Kubelet:
         self._finished_dirs: dict[str, Path] = {}
         self._pending: set[asyncio.Task[Any]] = set()
         self._started = False
-        # Called when a pod's process has been spawned (the benchmark measures from Job creation to here).
-        self.on_process_started: Callable[[dict[str, Any], str], None] | None = None
         api.pod_is_running = self.pod_is_running
         api.store.add_listener(self._on_event)
 
@@ -714,8 +712,6 @@ class Kubelet:
                     handle.write(message + "\n")
                 return None
             os.close(fd)
-            if self.on_process_started is not None:
-                self.on_process_started(pod, container.name)
             return process
 
     async def _run_init_container(self, run: _PodRun, container: _Container) -> bool:

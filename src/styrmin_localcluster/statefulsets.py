@@ -26,6 +26,11 @@ def _ordinal(pod: dict[str, Any], name: str) -> int:
 class StatefulSetController(Controller):
     kind = STATEFULSETS
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The templates of earlier revisions, to recreate pods below the partition at their revision.
+        self._templates: dict[str, dict[str, Any]] = {}
+
     def reconcile(self, namespace: str, name: str) -> float | None:
         sts = self.api.store.get(STATEFULSETS, namespace, name)
         if sts is None or sts["metadata"].get("deletionTimestamp"):
@@ -155,9 +160,6 @@ class StatefulSetController(Controller):
 
     def _partition(self, spec: dict[str, Any]) -> int:
         return int(((spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition", 0) or 0)
-
-    # The templates of earlier revisions, to recreate pods below the partition at their revision.
-    _templates: dict[str, dict[str, Any]] = {}
 
     def _remember_template(self, sts: dict[str, Any], revision: str) -> None:
         self._templates[f"{sts['metadata']['uid']}/{revision}"] = (sts.get("spec") or {}).get(

@@ -630,3 +630,35 @@ def test_daemonset_runs_one_pod_on_the_node_and_replaces_it_on_change(client: Cl
         ),
         message="the replaced pod",
     )
+
+
+def test_on_failure_jobs_restart_in_place_and_count_restarts_against_the_backoff_limit(
+    client: Client, namespace: str
+) -> None:
+    job = _job("retry", "import sys; print('try'); sys.exit(1)", backoff_limit=0)
+    job.spec.template.spec.restartPolicy = "OnFailure"
+    client.create(job, namespace=namespace)
+    failed = wait_for(
+        lambda: _condition(client.get(Job, "retry", namespace=namespace), "Failed"), message="the job to fail"
+    )
+    assert failed.reason == "BackoffLimitExceeded"
+    wait_for(lambda: not _job_pods(client, namespace, "retry"), message="the pod to be removed")
+
+
+async def test_the_async_client_lists_and_watches(cluster: LocalCluster, namespace: str) -> None:
+    from lightkube import AsyncClient, KubeConfig
+
+    client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig_path), field_manager="tests")
+    created = await client.create(
+        ConfigMap(metadata=ObjectMeta(name="async"), data={"a": "1"}), namespace=namespace
+    )
+    assert [c.metadata.name async for c in client.list(ConfigMap, namespace=namespace)].count("async") == 1
+    await client.patch(
+        ConfigMap, "async", {"data": {"a": "2"}}, namespace=namespace, patch_type=PatchType.MERGE
+    )
+    async for event_type, obj in client.watch(
+        ConfigMap, namespace=namespace, resource_version=created.metadata.resourceVersion
+    ):
+        assert (event_type, obj.data) == ("MODIFIED", {"a": "2"})
+        break
+    await client.close()
