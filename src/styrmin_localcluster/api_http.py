@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 from . import discovery, errors, openapi, protobuf
 from .apiserver import ApiServer
 from .errors import ApiError
+from .logs import stream_log
 from .resources import ResourceType
 from .tables import to_table
 from .watch import WatchRequest, watch_events
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("styrmin_localcluster.http")
 
 JSON = "application/json"
+# Logs up to this size are answered in one piece (with a Content-Length); larger ones are streamed.
+_SMALL_LOG = 1024 * 1024
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 _UNSUPPORTED_SUBRESOURCES = {
     "exec": "run commands in containers (exec)",
@@ -436,19 +439,14 @@ class HttpApi:
             pod, query.get("container"), parse_bool(query.get("previous"))
         )
         follow = parse_bool(query.get("follow"))
-        from .logs import stream_log
-
-        stream = stream_log(
-            path,
-            _int_param(query.get("tailLines"), "tailLines"),
-            _int_param(query.get("limitBytes"), "limitBytes"),
-            follow,
-            running,
-        )
-        if follow:
-            return StreamingResponse(_guarded(stream), media_type="text/plain")
-        chunks = [chunk async for chunk in stream]
-        return Response(b"".join(chunks), media_type="text/plain")
+        tail_lines = _int_param(query.get("tailLines"), "tailLines")
+        limit_bytes = _int_param(query.get("limitBytes"), "limitBytes")
+        stream = stream_log(path, tail_lines, limit_bytes, follow, running)
+        size = path.stat().st_size if path.exists() else 0
+        if not follow and (size <= _SMALL_LOG or (limit_bytes is not None and 0 < limit_bytes <= _SMALL_LOG)):
+            return Response(b"".join([chunk async for chunk in stream]), media_type="text/plain")
+        # Large logs and followed ones are streamed from the file, never held in memory.
+        return StreamingResponse(_guarded(stream), media_type="text/plain")
 
 
 def _wants_table(request: Request) -> bool:
