@@ -695,6 +695,7 @@ class Kubelet:
                     stdout=fd,
                     stderr=fd,
                     start_new_session=True,
+                    preexec_fn=_die_with_cluster,
                 )
             except OSError as exc:
                 os.close(fd)
@@ -1037,6 +1038,14 @@ class Kubelet:
             )
 
         return path, running
+
+
+def _die_with_cluster() -> None:
+    """In the child before exec: be killed if the cluster dies without stopping its pods (Linux)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _signal_group(process: asyncio.subprocess.Process, sig: int) -> None:

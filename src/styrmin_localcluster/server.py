@@ -161,6 +161,7 @@ class ClusterServer:
         config = uvicorn.Config(
             app,
             log_level="warning",
+            log_config=None,
             lifespan="off",
             timeout_graceful_shutdown=1,
             access_log=False,
