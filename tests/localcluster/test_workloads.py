@@ -535,6 +535,9 @@ def test_follow_streams_the_log_until_the_container_ends(
         chunks.extend(response.iter_text())
     assert "".join(chunks) == "".join(f"tick {i}\n" for i in range(5))
     assert time.monotonic() - started >= 0.5
+    assert list(client.log(pod.metadata.name, namespace=namespace, follow=True)) == [
+        f"tick {i}\n" for i in range(5)
+    ]
 
 
 def test_large_logs_stay_in_files_and_tail_quickly(
