@@ -665,3 +665,30 @@ async def test_the_async_client_lists_and_watches(cluster: LocalCluster, namespa
         assert (event_type, obj.data) == ("MODIFIED", {"a": "2"})
         break
     await client.close()
+
+
+def test_a_command_that_cannot_start_fails_the_container_with_start_error(
+    client: Client, namespace: str
+) -> None:
+    job = _job("nocommand", "")
+    job.spec.template.spec.containers[0].command = ["no-such-program", "--flag"]
+    client.create(job, namespace=namespace)
+    wait_for(
+        lambda: _condition(client.get(Job, "nocommand", namespace=namespace), "Failed"), message="the failure"
+    )
+    terminated = _job_pods(client, namespace, "nocommand")[0].status.containerStatuses[0].state.terminated
+    assert (terminated.exitCode, terminated.reason) == (128, "StartError")
+    assert "no-such-program" in terminated.message
+
+
+def test_a_stuck_rollout_exceeds_its_progress_deadline(client: Client, namespace: str) -> None:
+    deployment = _deployment("stuck", image="example.com/nothing/here:1")
+    deployment.spec.progressDeadlineSeconds = 1
+    client.create(deployment, namespace=namespace)
+
+    def progressing() -> object | None:
+        conditions = client.get(Deployment, "stuck", namespace=namespace).status.conditions or []
+        return next((c for c in conditions if c.type == "Progressing" and c.status == "False"), None)
+
+    condition = wait_for(progressing, timeout=10, message="the progress deadline")
+    assert condition.reason == "ProgressDeadlineExceeded"
