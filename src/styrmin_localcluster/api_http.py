@@ -244,6 +244,7 @@ class HttpApi:
             return await self._log(request, target)
         dry_run = bool(query.get("dryRun"))
         field_manager = query.get("fieldManager")
+        strict = _strict(request)
         if method == "GET":
             if target.watch_path:
                 return self._watch(request, target, name=target.name)
@@ -253,7 +254,9 @@ class HttpApi:
             return self._object_response(request, rtype, obj)
         if method == "PUT":
             body = await self._body(request)
-            obj = self.api.update(rtype, target.namespace, target.name, body, sub, dry_run, field_manager)
+            obj = self.api.update(
+                rtype, target.namespace, target.name, body, sub, dry_run, field_manager, strict=strict
+            )
             return json_response(obj)
         if method == "PATCH":
             content_type = request.headers.get("content-type", "")
@@ -268,6 +271,7 @@ class HttpApi:
                 dry_run,
                 field_manager,
                 parse_bool(query.get("force")),
+                strict,
             )
             return json_response(obj, 201 if created else 200)
         if method == "DELETE":
@@ -313,7 +317,12 @@ class HttpApi:
         if method == "POST":
             body = await self._body(request)
             obj = self.api.create(
-                rtype, target.namespace, body, bool(query.get("dryRun")), query.get("fieldManager")
+                rtype,
+                target.namespace,
+                body,
+                bool(query.get("dryRun")),
+                query.get("fieldManager"),
+                _strict(request),
             )
             return json_response(obj, 201)
         if method == "DELETE":
@@ -447,6 +456,11 @@ class HttpApi:
             return Response(b"".join([chunk async for chunk in stream]), media_type="text/plain")
         # Large logs and followed ones are streamed from the file, never held in memory.
         return StreamingResponse(_guarded(stream), media_type="text/plain")
+
+
+def _strict(request: Request) -> bool:
+    """Whether the client asked the server to refuse unknown fields (kubectl's and Helm's default)."""
+    return (request.query_params.get("fieldValidation") or "").lower() == "strict"
 
 
 def _wants_table(request: Request) -> bool:

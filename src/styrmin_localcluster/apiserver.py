@@ -313,7 +313,9 @@ class ApiServer:
         body: Any,
         dry_run: bool = False,
         field_manager: str | None = None,
+        strict: bool = False,
     ) -> dict[str, Any]:
+        """Create an object; `strict` refuses fields a custom resource's schema does not declare."""
         if not namespace and isinstance(body, dict):
             namespace = (body.get("metadata") or {}).get("namespace")
         namespace = self._check_namespace(rtype, namespace, creating=True)
@@ -350,7 +352,7 @@ class ApiServer:
         if rtype.crd_version is not None:
             from .crds import default_custom_resource
 
-            obj = default_custom_resource(rtype, obj)
+            obj = default_custom_resource(rtype, obj, strict)
         self._validate(rtype, obj)
         if rtype.storage_key == ("", "services"):
             self._prepare_service(obj, None)
@@ -387,6 +389,7 @@ class ApiServer:
         dry_run: bool = False,
         field_manager: str | None = None,
         require_resource_version: bool | None = None,
+        strict: bool = False,
     ) -> dict[str, Any]:
         namespace = self._check_namespace(rtype, namespace, creating=False)
         old = self.store.get(rtype.storage_key, namespace, name)
@@ -415,7 +418,7 @@ class ApiServer:
             )
         if meta.get("uid") and meta["uid"] != old["metadata"]["uid"]:
             raise errors.conflict(rtype.plural, name, rtype.group)
-        return self._write_update(rtype, old, clone(body), subresource, dry_run, field_manager)
+        return self._write_update(rtype, old, clone(body), subresource, dry_run, field_manager, strict=strict)
 
     def _write_update(
         self,
@@ -426,6 +429,7 @@ class ApiServer:
         dry_run: bool,
         field_manager: str | None,
         operation: str = "Update",
+        strict: bool = False,
     ) -> dict[str, Any]:
         old_meta = old["metadata"]
         key = rtype.storage_key
@@ -467,7 +471,7 @@ class ApiServer:
             if rtype.crd_version is not None:
                 from .crds import default_custom_resource
 
-                new = default_custom_resource(rtype, new)
+                new = default_custom_resource(rtype, new, strict)
             if key == CRDS:
                 from .crds import initial_crd_status
 
@@ -589,12 +593,13 @@ class ApiServer:
         dry_run: bool = False,
         field_manager: str | None = None,
         force: bool = False,
+        strict: bool = False,
     ) -> tuple[dict[str, Any], bool]:
         """Patch an object; returns it and whether it was created (server-side apply only)."""
         namespace = self._check_namespace(rtype, namespace, creating=False)
         patch_type = content_type.split(";")[0].strip().lower()
         if patch_type == APPLY_PATCH:
-            return self._apply(rtype, namespace, name, raw_patch, subresource, dry_run, field_manager)
+            return self._apply(rtype, namespace, name, raw_patch, subresource, dry_run, field_manager, strict)
         try:
             patch = orjson.loads(raw_patch) if raw_patch else {}
         except orjson.JSONDecodeError:
@@ -636,7 +641,9 @@ class ApiServer:
             raise errors.bad_request("the patch may not change the name of the object")
         patched = self._check_identity(rtype, patched, namespace)
         patched["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        return self._write_update(rtype, old, patched, subresource, dry_run, field_manager), False
+        return self._write_update(
+            rtype, old, patched, subresource, dry_run, field_manager, strict=strict
+        ), False
 
     def _apply(
         self,
@@ -647,6 +654,7 @@ class ApiServer:
         subresource: str | None,
         dry_run: bool,
         field_manager: str | None,
+        strict: bool = False,
     ) -> tuple[dict[str, Any], bool]:
         if not field_manager:
             raise errors.bad_request(
@@ -674,7 +682,7 @@ class ApiServer:
             if subresource:
                 raise self._not_found(rtype, name)
             created = ssa.apply(None, applied, field_manager, rtype.kind)
-            return self.create(rtype, namespace, created, dry_run=dry_run), True
+            return self.create(rtype, namespace, created, dry_run=dry_run, strict=strict), True
         wanted_rv = meta.get("resourceVersion")
         if wanted_rv and str(wanted_rv) != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rtype.plural, name, rtype.group)
@@ -684,7 +692,7 @@ class ApiServer:
         merged = ssa.apply(self._at_version(rtype, old), applied, field_manager, rtype.kind)
         merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         return self._write_update(
-            rtype, old, merged, subresource, dry_run, field_manager, operation="Apply"
+            rtype, old, merged, subresource, dry_run, field_manager, operation="Apply", strict=strict
         ), False
 
     # --- deleting --------------------------------------------------------------------------------

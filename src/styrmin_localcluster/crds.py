@@ -100,7 +100,9 @@ def _schema(rtype: ResourceType) -> dict[str, Any] | None:
 # --- pruning and defaults -------------------------------------------------------------------------
 
 
-def _prune_and_default(value: Any, schema: dict[str, Any] | None, top: bool = False) -> Any:
+def _prune_and_default(
+    value: Any, schema: dict[str, Any] | None, path: str, pruned: list[str], top: bool = False
+) -> Any:
     if schema is None:
         return value
     if isinstance(value, dict):
@@ -111,29 +113,50 @@ def _prune_and_default(value: Any, schema: dict[str, Any] | None, top: bool = Fa
         )
         result = {}
         for key, item in value.items():
+            child = f"{path}.{key}" if path else key
             if top and key in ("apiVersion", "kind", "metadata"):
                 result[key] = item
             elif key in properties:
-                result[key] = _prune_and_default(item, properties[key])
+                result[key] = _prune_and_default(item, properties[key], child, pruned)
             elif isinstance(additional, dict):
-                result[key] = _prune_and_default(item, additional)
+                result[key] = _prune_and_default(item, additional, child, pruned)
             elif additional is True or keep_unknown:
                 result[key] = item
+            else:
+                pruned.append(child)
         for key, sub in properties.items():
             if key not in result and isinstance(sub, dict) and "default" in sub:
-                result[key] = _prune_and_default(clone(sub["default"]), sub)
+                result[key] = _prune_and_default(clone(sub["default"]), sub, f"{path}.{key}", [])
         return result
     if isinstance(value, list):
         items = schema.get("items")
-        return [_prune_and_default(item, items if isinstance(items, dict) else None) for item in value]
+        return [
+            _prune_and_default(item, items if isinstance(items, dict) else None, f"{path}[{index}]", pruned)
+            for index, item in enumerate(value)
+        ]
     return value
 
 
-def default_custom_resource(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+def default_custom_resource(rtype: ResourceType, obj: dict[str, Any], strict: bool = False) -> dict[str, Any]:
+    """Prune the fields the schema does not declare and fill its defaults.
+
+    With `strict` (the client sent fieldValidation=Strict, as kubectl and Helm do), an undeclared field
+    is refused with 400 instead, as Kubernetes does.
+    """
     schema = _schema(rtype)
     if not schema:
         return obj
-    return _prune_and_default(obj, schema, top=True)
+    pruned: list[str] = []
+    result: dict[str, Any] = _prune_and_default(obj, schema, "", pruned, top=True)
+    if strict and pruned:
+        from .errors import bad_request
+
+        unknown = ", ".join(f'unknown field "{field}"' for field in pruned)
+        raise bad_request(
+            f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+            f"strict decoding error: {unknown}"
+        )
+    return result
 
 
 # --- validation -----------------------------------------------------------------------------------

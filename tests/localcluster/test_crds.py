@@ -186,6 +186,31 @@ def test_custom_resources_are_validated_and_pruned_by_the_schema(
     assert "unknown" not in pruned.spec
 
 
+def test_strict_field_validation_refuses_undeclared_fields(
+    styrmin_crd: None, http: httpx.Client, namespace: str
+) -> None:
+    body = {
+        "apiVersion": "styrmin.io/v1alpha1",
+        "kind": "StyrminDeployment",
+        "metadata": {"name": "typo"},
+        "spec": {"driver": "shop@1", "revision": 1, "revison": 2},
+    }
+    path = f"/apis/styrmin.io/v1alpha1/namespaces/{namespace}/styrmindeployments"
+    response = http.post(path, json=body, params={"fieldValidation": "Strict"})
+    assert response.status_code == 400
+    assert response.json()["message"] == (
+        'StyrminDeployment in version "v1alpha1" cannot be handled as a '
+        'StyrminDeployment: strict decoding error: unknown field "spec.revison"'
+    )
+    response = http.patch(
+        f"{path}/typo",
+        content=json.dumps(body),
+        params={"fieldValidation": "Strict", "fieldManager": "helm"},
+        headers={"Content-Type": "application/apply-patch+yaml"},
+    )
+    assert response.status_code == 400
+
+
 def test_custom_resources_watch_and_table(
     styrmin_crd: None, http: httpx.Client, client: Client, namespace: str
 ) -> None:
