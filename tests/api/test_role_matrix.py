@@ -57,6 +57,7 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/agent/steps/{step_id}/notes"): AGENT_OR_OWN_ACTIONS,
     ("PUT", "/api/v1/agent/steps/{step_id}/output"): AGENT_OR_OWN_ACTIONS,
     ("PUT", "/api/v1/agent/steps/{step_id}/flow-run"): AGENT,
+    ("GET", "/api/v1/agent/drivers/{name}/versions/{version}/archive"): AGENT,
     ("POST", "/api/v1/agent/steps/{step_id}/end"): AGENT,
     ("GET", "/api/v1/tasks"): ANY,
     ("GET", "/api/v1/tasks/{task_id}"): ANY,

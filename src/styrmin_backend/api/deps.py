@@ -34,7 +34,9 @@ def get_settings_dep(request: Request) -> Settings:
     return settings
 
 
-Db = Annotated[Session, Depends(get_db)]
+# scope="function": the transaction commits before the answer is sent, so a failed commit is never
+# reported as a success.
+Db = Annotated[Session, Depends(get_db, scope="function")]
 AppSettings = Annotated[Settings, Depends(get_settings_dep)]
 
 
@@ -85,6 +87,6 @@ def require(role: Role) -> Callable[[Request, Session], Principal]:
     return dependency
 
 
-Reader = Annotated[Principal, Depends(require(Role.READ_ONLY))]
-Writer = Annotated[Principal, Depends(require(Role.READ_WRITE))]
-Admin = Annotated[Principal, Depends(require(Role.ADMIN))]
+Reader = Annotated[Principal, Depends(require(Role.READ_ONLY), scope="function")]
+Writer = Annotated[Principal, Depends(require(Role.READ_WRITE), scope="function")]
+Admin = Annotated[Principal, Depends(require(Role.ADMIN), scope="function")]

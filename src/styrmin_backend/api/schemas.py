@@ -195,12 +195,15 @@ class ComponentsRequest(Strict):
 
 
 class DeploymentOut(BaseModel):
+    id: int
     name: str
     namespace: str
     cluster: str
     driver: str
     driver_version: str
     app_version: str
+    running_app_version: str | None = Field(description="What the cluster runs, as last applied.")
+    running_driver_version: str | None
     configuration: dict[str, Any]
     stopped_components: list[str]
     status: DeploymentStatus
@@ -211,12 +214,15 @@ class DeploymentOut(BaseModel):
     @classmethod
     def of(cls, row: DeploymentRow) -> DeploymentOut:
         return cls(
+            id=row.id,
             name=row.name,
             namespace=row.namespace,
             cluster=row.cluster,
             driver=row.driver_name,
             driver_version=row.driver_version,
             app_version=row.app_version,
+            running_app_version=row.running_app_version,
+            running_driver_version=row.running_driver_version,
             configuration=row.configuration,
             stopped_components=list(row.stopped_components),
             status=DeploymentStatus(row.status),

@@ -203,6 +203,12 @@ def _set_deployment_status(session: Session, task: TaskRow) -> None:
             TaskRow.status.in_([TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value]),
         )
     ).first()
+    applied = (task.result or {}).get("applied")
+    if task.status == TaskStatus.SUCCEEDED.value and isinstance(applied, dict) and later is None:
+        deployment.running_app_version = str(applied.get("app_version") or deployment.running_app_version)
+        deployment.running_driver_version = str(
+            applied.get("driver_version") or deployment.running_driver_version
+        )
     if later is not None:
         return
     if task.status == TaskStatus.FAILED.value:

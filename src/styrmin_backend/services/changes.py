@@ -139,16 +139,24 @@ def upgrade_deployment(
     deployment = _get_changeable(session, name)
     target_driver = driver_version or deployment.driver_version
     target_app = app_version or deployment.app_version
-    if target_driver == deployment.driver_version and target_app == deployment.app_version:
+    # A user's upgrade compares with what was last asked for; an action's (upgrade_deployment_version)
+    # with what the cluster runs, since its own change already asked for the target.
+    if origin is None:
+        current = (deployment.app_version, deployment.driver_version)
+    else:
+        current = (deployment.running_app_version or "", deployment.running_driver_version or "")
+    if (target_app, target_driver) == current:
         return Recorded(deployment, None)
     driver = get_driver_info(session, deployment.driver_name, target_driver)
     _check_configuration(driver, Configuration.from_json(deployment.configuration))
     spec = {
-        "from_app_version": deployment.app_version,
+        "from_app_version": deployment.running_app_version if origin else deployment.app_version,
         "to_app_version": target_app,
-        "from_driver_version": deployment.driver_version,
+        "from_driver_version": deployment.running_driver_version if origin else deployment.driver_version,
         "to_driver_version": target_driver,
         "configuration": deployment.configuration,
+        # An upgrade an action asked for applies the target through Helm, without running hooks again.
+        "run_hooks": origin is None,
     }
     deployment.app_version = target_app
     deployment.driver_version = target_driver

@@ -114,6 +114,9 @@ class DeploymentRow(Base):
     app_version: Mapped[str] = mapped_column(String(64))
     configuration: Mapped[dict[str, Any]]
     stopped_components: Mapped[list[Any]]
+    # What the cluster runs, as the agent last applied it (the columns above are what was asked for).
+    running_app_version: Mapped[str | None] = mapped_column(String(64))
+    running_driver_version: Mapped[str | None] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16))
     last_revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime]

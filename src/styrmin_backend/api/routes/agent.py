@@ -26,7 +26,7 @@ from styrmin_backend.api.schemas import (
     TaskSummary,
 )
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated, NotFound
-from styrmin_backend.services import agents, workflow
+from styrmin_backend.services import agents, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
 from styrmin_backend.store.models import StepRow
 
@@ -42,7 +42,7 @@ def current_agent(request: Request, db: Db) -> AgentIdentity:
     return agents.authenticate_agent(db, key)
 
 
-Agent = Annotated[AgentIdentity, Depends(current_agent)]
+Agent = Annotated[AgentIdentity, Depends(current_agent, scope="function")]
 
 
 def _writable_step(request: Request, db: Db, step_id: int) -> StepRow:
@@ -145,3 +145,16 @@ def end_step(step_id: IdParam, body: StepEndRequest, db: Db, agent: Agent) -> St
     agents.held_task(db, agent, step.task_id)
     step = workflow.end_step(db, step_id, error=body.error)
     return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
+
+
+@router.get(
+    "/drivers/{name}/versions/{version}/archive",
+    response_class=Response,
+    responses={200: {"content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}}}},
+)
+def download_driver(
+    name: Annotated[str, Path(max_length=64)], version: Annotated[str, Path(max_length=64)], db: Db, agent: Agent
+) -> Response:
+    """A driver version's .tar.gz for the agent (its checksum is in the ETag)."""
+    row = drivers.get_driver_row(db, name, version)
+    return Response(row.archive, media_type="application/gzip", headers={"ETag": f'"{row.checksum}"'})

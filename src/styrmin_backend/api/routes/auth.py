@@ -113,7 +113,7 @@ def create_token(
     body: TokenCreateRequest,
     db: Db,
     settings: AppSettings,
-    principal: Annotated[Principal, Depends(require(Role.READ_ONLY))],
+    principal: Annotated[Principal, Depends(require(Role.READ_ONLY), scope="function")],
 ) -> IssuedTokenOut:
     """Make a named API token for yourself."""
     if principal.is_builtin:

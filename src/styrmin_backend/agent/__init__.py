@@ -1,0 +1,1 @@
+"""The agent: runs the changes of the deployments of its cluster."""

@@ -1,0 +1,85 @@
+"""The agent: claims tasks of its cluster and runs each as a reconciliation, renewing its lease."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from pathlib import Path
+
+from styrmin_backend.agent.drivers_cache import DriverCache
+from styrmin_backend.agent.prefect import ActionRunner
+from styrmin_backend.agent.reconciliation import AgentParts, Reconciliation
+from styrmin_backend.agent.server_api import ClaimedTask, ServerApi
+from styrmin_backend.agent.settings import AgentSettings
+from styrmin_backend.cluster import ClusterAccess, HelmReleases
+
+log = logging.getLogger("styrmin.agent")
+
+
+def _kubeconfig(settings: AgentSettings) -> Path:
+    if settings.kubeconfig is not None:
+        return settings.kubeconfig
+    return Path(os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config")))
+
+
+class Agent:
+    """Runs the changes of one cluster; stop it by setting the event given to :meth:`run`."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
+        self._running: dict[int, asyncio.Task[None]] = {}
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Claim and run tasks until ``stop`` is set; then let the running ones end."""
+        settings = self.settings
+        kubeconfig = _kubeconfig(settings)
+        api = ServerApi(settings.server_url, settings.key.get_secret_value())
+        cluster = ClusterAccess(kubeconfig)
+        runner = ActionRunner(settings.prefect_api_url, pool_size=settings.runner_pool_size)
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        parts = AgentParts(
+            api, cluster, HelmReleases(kubeconfig), runner, DriverCache(api, settings.data_dir / "drivers")
+        )
+        try:
+            await cluster.ensure_crd()
+            await runner.start()
+            log.info("Agent serving; Prefect at %s", runner.api_url)
+            while not stop.is_set():
+                claimed = None
+                if len(self._running) < settings.concurrency:
+                    try:
+                        claimed = await api.claim(settings.lease_seconds)
+                    except Exception as error:  # the server may be restarting: keep trying
+                        log.warning("Could not claim a task: %s", error)
+                if claimed is None:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), settings.poll_seconds)
+                    continue
+                self._running[claimed.task_id] = asyncio.create_task(self._reconcile(parts, claimed))
+            if self._running:
+                await asyncio.gather(*self._running.values(), return_exceptions=True)
+        finally:
+            await runner.close()
+            await cluster.close()
+            await api.close()
+
+    async def _reconcile(self, parts: AgentParts, claimed: ClaimedTask) -> None:
+        renewing = asyncio.create_task(self._renew(parts.api, claimed.task_id))
+        try:
+            log.info("Task %s: %s of %s", claimed.task_id, claimed.change_type, claimed.deployment["name"])
+            await Reconciliation(parts, claimed).run()
+        except Exception:
+            log.exception("Task %s could not be ended; its lease will run out", claimed.task_id)
+        finally:
+            renewing.cancel()
+            self._running.pop(claimed.task_id, None)
+
+    async def _renew(self, api: ServerApi, task_id: int) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_seconds / 3)
+            try:
+                await api.renew_lease(task_id, self.settings.lease_seconds)
+            except Exception as error:
+                log.warning("Could not renew the lease of task %s: %s", task_id, error)

@@ -1,0 +1,327 @@
+"""One reconciliation: the workflow of a claimed task, step by step, as the seed describes it.
+
+Order across modes is fixed (pre, then the core operation, then post); the actions of one mode run
+concurrently and their step waits for all of them. A failed step fails the task and later modes do
+not run. A mode without actions records no step, except the upgrade hook's core, which always runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from styrmin_backend.actions.context import GlobalContext
+from styrmin_backend.agent.drivers_cache import DriverCache
+from styrmin_backend.agent.prefect import ActionRunner
+from styrmin_backend.agent.server_api import ClaimedTask, ServerApi
+from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.domain import steps
+from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
+from styrmin_backend.domain.redaction import redact
+from styrmin_backend.domain.tasks import TaskType
+from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec, prepare_install_chart
+
+log = logging.getLogger("styrmin.agent")
+CHART_TIMEOUT_SECONDS = 600
+
+
+class StepFailed(Exception):
+    """A step failed; the message is its error, as users read it."""
+
+
+@dataclass(frozen=True)
+class AgentParts:
+    """What every reconciliation of one agent shares."""
+
+    api: ServerApi
+    cluster: ClusterAccess
+    helm: HelmReleases
+    runner: ActionRunner
+    drivers: DriverCache
+
+
+@dataclass(frozen=True)
+class Target:
+    """What this change moves the deployment to."""
+
+    driver_version: str
+    app_version: str
+    current_app_version: str | None
+    configuration: DeploymentConfiguration
+    stopped_components: list[str]
+
+
+class Reconciliation:
+    """Carries out one claimed task and ends it, however it ends."""
+
+    def __init__(self, parts: AgentParts, claim: ClaimedTask) -> None:
+        self.parts = parts
+        self.claim = claim
+        self.deployment = claim.deployment
+        self.name: str = claim.deployment["name"]
+        self.namespace: str = claim.deployment["namespace"]
+        self.target = self._target()
+        self._result: dict[str, Any] = {}
+
+    def _target(self) -> Target:
+        change, deployment = self.claim.change, self.deployment
+        configuration = DeploymentConfiguration.model_validate(
+            change.get("configuration") or deployment["configuration"]
+        )
+        match self.claim.change_type:
+            case TaskType.CREATE:
+                return Target(change["driver_version"], change["app_version"], None, configuration, [])
+            case TaskType.UPGRADE:
+                return Target(
+                    change["to_driver_version"],
+                    change["to_app_version"],
+                    change.get("from_app_version"),
+                    configuration,
+                    list(deployment["stopped_components"]),
+                )
+            case _:
+                running_app = deployment.get("running_app_version") or deployment["app_version"]
+                running_driver = deployment.get("running_driver_version") or deployment["driver_version"]
+                return Target(
+                    running_driver,
+                    running_app,
+                    running_app,
+                    configuration,
+                    list(deployment["stopped_components"]),
+                )
+
+    async def run(self) -> None:
+        """Run the workflow and end the task: succeeded, or failed with the failing step's error."""
+        error: str | None = None
+        try:
+            await self._workflow()
+        except StepFailed as failed:
+            error = str(failed)
+        except Exception as unexpected:  # a bug: say so, keep the agent running
+            log.exception("Task %s failed unexpectedly", self.claim.task_id)
+            error = redact(
+                f"Styrmin's agent hit an unexpected error: {unexpected}", [self.claim.actions_token]
+            )
+        await self.parts.api.end_task(self.claim.task_id, error, self._result or None)
+
+    async def _workflow(self) -> None:
+        kind = self.claim.change_type
+        if kind is TaskType.CREATE:
+            await self._run_hook_mode(Hook.SETUP, Mode.PRE)
+            async with self._step(steps.INSTALL_STEP) as step_id:
+                await self._apply_chart(step_id)
+            await self._run_hook_mode(Hook.SETUP, Mode.POST)
+        elif kind is TaskType.UPGRADE and self.claim.change.get("run_hooks", True):
+            await self._run_hook_mode(Hook.UPGRADE, Mode.PRE)
+            spec = await self._spec()
+            core = [a for a in spec.spec.actions if a.hook is Hook.UPGRADE and a.mode is Mode.CORE]
+            async with self._step(hook_step_name(Hook.UPGRADE, Mode.CORE)) as step_id:
+                if core:
+                    await self._run_actions(step_id, Hook.UPGRADE, Mode.CORE)
+                else:
+                    await self._apply_chart(step_id)
+            await self._run_hook_mode(Hook.UPGRADE, Mode.POST)
+        elif kind is TaskType.UPGRADE:
+            async with self._step(steps.APPLY_VERSION_STEP) as step_id:
+                await self._apply_chart(step_id)
+        elif kind is TaskType.CONFIGURE:
+            async with self._step(steps.APPLY_CONFIGURATION_STEP) as step_id:
+                await self._apply_chart(step_id)
+        elif kind in (TaskType.STOP, TaskType.START):
+            name = steps.STOP_STEP if kind is TaskType.STOP else steps.START_STEP
+            async with self._step(name) as step_id:
+                await self._scale_components(step_id, self.claim.change["components"], kind is TaskType.START)
+        elif kind is TaskType.DELETE:
+            async with self._step(steps.UNINSTALL_STEP) as step_id:
+                removed = await self.parts.helm.uninstall(self.name, self.namespace, CHART_TIMEOUT_SECONDS)
+                await self.parts.cluster.delete_styrmin_deployment(self.namespace, self.name)
+                if not removed:
+                    await self.parts.api.add_note(step_id, f"Release {self.name} was not installed.")
+        else:
+            raise StepFailed(f"This agent cannot run {kind} tasks yet.")
+
+    @asynccontextmanager
+    async def _step(self, name: str) -> AsyncIterator[int]:
+        step_id = await self.parts.api.add_step(self.claim.task_id, name)
+        try:
+            yield step_id
+        except StepFailed as failed:
+            await self.parts.api.end_step(step_id, str(failed))
+            raise
+        except Exception as unexpected:
+            log.exception("Step %r of task %s failed", name, self.claim.task_id)
+            message = redact(f"{name} failed: {unexpected}", [self.claim.actions_token])
+            await self.parts.api.end_step(step_id, message)
+            raise StepFailed(message) from unexpected
+        await self.parts.api.end_step(step_id, None)
+
+    async def _spec(self) -> DriverSpec:
+        package = await self.parts.drivers.get(self.deployment["driver"], self.target.driver_version)
+        return package.spec
+
+    async def _driver_dir(self) -> Path:
+        return await self.parts.drivers.folder(self.deployment["driver"], self.target.driver_version)
+
+    # --- hooks ---------------------------------------------------------------------------------
+
+    async def _run_hook_mode(self, hook: Hook, mode: Mode) -> None:
+        spec = await self._spec()
+        if not any(a.hook is hook and a.mode is mode for a in spec.spec.actions):
+            return
+        async with self._step(hook_step_name(hook, mode)) as step_id:
+            await self._run_actions(step_id, hook, mode)
+
+    async def _run_actions(self, step_id: int, hook: Hook, mode: Mode) -> None:
+        spec = await self._spec()
+        actions = [a for a in spec.spec.actions if a.hook is hook and a.mode is mode]
+        driver_dir = await self._driver_dir()
+        context = GlobalContext(
+            deployment_id=int(self.deployment["id"]),
+            deployment_name=self.name,
+            namespace=self.namespace,
+            cluster_id=str(self.deployment["cluster"]),
+            driver_name=str(self.deployment["driver"]),
+            driver_version=self.target.driver_version,
+            current_app_version=self.target.current_app_version,
+            target_app_version=self.target.app_version,
+            configuration=self.target.configuration,
+            revision=self.claim.revision,
+            task_id=self.claim.task_id,
+            hook_step_id=step_id,
+            hook=hook,
+            mode=mode,
+            api_url=self.claim.styrmin_url,
+        )
+        parameters = {"context": context.model_dump(mode="json"), "target_version": self.target.app_version}
+        env = {"STYRMIN_TOKEN": self.claim.actions_token, "STYRMIN_URL": self.claim.styrmin_url}
+        outcomes = await asyncio.gather(
+            *(
+                self.parts.runner.run_action(
+                    driver_dir,
+                    action.location,
+                    parameters,
+                    env,
+                    action.timeout,
+                    flow_run_name=f"{self.name}-r{self.claim.revision}-{action.name}",
+                    tags=[f"deployment:{self.name}", f"hook:{hook.value}", f"mode:{mode.value}"],
+                )
+                for action in actions
+            )
+        )
+        for action, outcome in zip(actions, outcomes, strict=True):
+            if outcome.flow_run_id:
+                if len(actions) == 1:
+                    await self.parts.api.set_flow_run(step_id, outcome.flow_run_id)
+                else:
+                    await self.parts.api.add_note(
+                        step_id, f"Action {action.name} ran as flow run {outcome.flow_run_id}."
+                    )
+        failed = [(a, o) for a, o in zip(actions, outcomes, strict=True) if not o.succeeded]
+        if failed:
+            errors = [f"Action {a.name} failed: {o.error}" for a, o in failed]
+            raise StepFailed(redact("\n".join(errors), [self.claim.actions_token]))
+
+    # --- chart and components --------------------------------------------------------------------
+
+    async def _write_styrmin_deployment(self, step_id: int) -> bool:
+        """Write the change's configuration into the cluster; False when a later revision is there."""
+        spec = {
+            "driver": self.deployment["driver"],
+            "driverVersion": self.target.driver_version,
+            "appVersion": self.target.app_version,
+            "configuration": self.target.configuration.model_dump(mode="json"),
+            "stoppedComponents": self.target.stopped_components,
+        }
+        await self.parts.cluster.ensure_namespace(self.namespace)
+        later = await self.parts.cluster.write_styrmin_deployment(
+            self.namespace, self.name, spec, self.claim.revision
+        )
+        if later is not None:
+            await self.parts.api.add_note(step_id, steps.later_revision_note(later, self.claim.revision))
+            return False
+        return True
+
+    async def _apply_chart(self, step_id: int) -> None:
+        if not await self._write_styrmin_deployment(step_id):
+            return
+        package = await self.parts.drivers.get(self.deployment["driver"], self.target.driver_version)
+        driver_dir = await self._driver_dir()
+        with tempfile.TemporaryDirectory(prefix="styrmin-chart-") as scratch:
+            chart = await asyncio.to_thread(
+                prepare_install_chart,
+                driver_dir,
+                package.spec,
+                self.name,
+                self.namespace,
+                self.target.app_version,
+                self.target.configuration,
+                Path(scratch) / "chart",
+                is_upgrade=self.claim.change_type is not TaskType.CREATE,
+            )
+            _keep_stopped_components_at_zero(
+                chart.path, package.spec, self.name, self.target.stopped_components
+            )
+            await self.parts.helm.apply(
+                chart.path, chart.values, self.name, self.namespace, CHART_TIMEOUT_SECONDS
+            )
+        self._result["applied"] = {
+            "app_version": self.target.app_version,
+            "driver_version": self.target.driver_version,
+        }
+
+    async def _scale_components(self, step_id: int, components: list[str], running: bool) -> None:
+        spec = await self._spec()
+        await self._write_styrmin_deployment(step_id)
+        by_name = {c.name: c for c in spec.spec.components}
+        for name in components:
+            component = by_name[name]
+            kind, workload = component.workload.kind, component.workload.resolved_name(self.name)
+            replicas = await self._configured_replicas(kind, workload) if running else 0
+            await self.parts.cluster.scale(self.namespace, kind, workload, replicas)
+        for name in components:
+            component = by_name[name]
+            kind, workload = component.workload.kind, component.workload.resolved_name(self.name)
+            replicas = await self._configured_replicas(kind, workload) if running else 0
+            await self.parts.cluster.wait_scaled(
+                self.namespace, kind, workload, replicas, CHART_TIMEOUT_SECONDS
+            )
+
+    async def _configured_replicas(self, kind: str, workload: str) -> int:
+        """The replicas the chart sets for a workload (recorded by Helm in its last-applied manifest)."""
+        current = await self.parts.cluster.workload(self.namespace, kind, workload)
+        annotations = (current.metadata.annotations or {}) if current.metadata else {}
+        return int(annotations.get(REPLICAS_ANNOTATION, "1"))
+
+
+REPLICAS_ANNOTATION = "styrmin.io/configured-replicas"
+"""Set by the agent on each component workload: its replicas as the chart renders them."""
+
+
+def _keep_stopped_components_at_zero(
+    chart_dir: Path, spec: DriverSpec, release: str, stopped: list[str]
+) -> None:
+    """Record each component's configured replicas, and keep stopped components at zero replicas."""
+    workloads = {(c.workload.kind, c.workload.resolved_name(release)): c.name for c in spec.spec.components}
+    for path in sorted((chart_dir / "rendered").glob("*.yaml")):
+        manifest = yaml.safe_load(path.read_text())
+        if not isinstance(manifest, dict):
+            continue
+        key = (manifest.get("kind"), (manifest.get("metadata") or {}).get("name"))
+        component = workloads.get(key)  # type: ignore[arg-type]
+        if component is None:
+            continue
+        body = manifest.setdefault("spec", {})
+        configured = int(body.get("replicas", 1))
+        annotations = manifest["metadata"].setdefault("annotations", {})
+        annotations[REPLICAS_ANNOTATION] = str(configured)
+        if component in stopped:
+            body["replicas"] = 0
+        path.write_text(yaml.safe_dump(manifest, sort_keys=False))

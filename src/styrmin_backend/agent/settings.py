@@ -1,0 +1,32 @@
+"""Settings of `styrmin agent`, read from ``STYRMIN_AGENT_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class AgentSettings(BaseSettings):
+    """Every setting of the agent, with its default (see docs/configuration.md)."""
+
+    model_config = SettingsConfigDict(env_prefix="STYRMIN_AGENT_", extra="ignore")
+
+    server_url: str = Field(default="http://127.0.0.1:8080", description="The Styrmin server's URL.")
+    key: SecretStr = Field(description="The agent's key, from `POST /api/v1/agents` (an admin makes it).")
+    kubeconfig: Path | None = Field(
+        default=None, description="Kubeconfig of the agent's cluster; default: KUBECONFIG or ~/.kube/config."
+    )
+    prefect_api_url: str | None = Field(
+        default=None, description="Prefect server API the actions run on; default: PREFECT_API_URL."
+    )
+    data_dir: Path = Field(
+        default=Path.home() / ".local" / "share" / "styrmin-agent", description="Where drivers are unpacked."
+    )
+    concurrency: int = Field(default=8, ge=1, le=64, description="Tasks the agent runs at once.")
+    lease_seconds: int = Field(
+        default=30, ge=5, le=3600, description="Lease of a claimed task; renewed at a third."
+    )
+    poll_seconds: float = Field(default=0.5, gt=0, le=60, description="Pause between claims when idle.")
+    runner_pool_size: int = Field(default=2, ge=1, le=32, description="Pre-started processes for actions.")

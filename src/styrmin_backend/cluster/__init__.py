@@ -1,0 +1,6 @@
+"""Kubernetes access (lightkube) and Helm (helm-python-sdk), through a kubeconfig only."""
+
+from styrmin_backend.cluster.helm import HelmReleases
+from styrmin_backend.cluster.kube import ClusterAccess, ClusterError
+
+__all__ = ["ClusterAccess", "ClusterError", "HelmReleases"]

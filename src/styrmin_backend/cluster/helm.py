@@ -1,0 +1,67 @@
+"""Helm releases of deployments, through helm-python-sdk (Helm's own Go SDK) and a kubeconfig."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+
+
+class HelmReleases:
+    """Install, upgrade and uninstall the release of each deployment in one cluster."""
+
+    def __init__(self, kubeconfig_path: Path) -> None:
+        self.kubeconfig_path = kubeconfig_path
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _config(self, namespace: str) -> helm.Config:
+        return helm.Config(kubeconfig_path=self.kubeconfig_path, namespace=namespace)
+
+    def _lock(self, namespace: str, release: str) -> asyncio.Lock:
+        # Helm corrupts a release's history when two writes to it overlap: one at a time per release.
+        return self._locks.setdefault(f"{namespace}/{release}", asyncio.Lock())
+
+    async def apply(
+        self, chart: Path, values: dict[str, Any], release: str, namespace: str, timeout: int
+    ) -> None:
+        """Install the release, or upgrade it when it exists, and wait until its workloads are ready."""
+        async with self._lock(namespace, release):
+            await asyncio.to_thread(self._apply, chart, values, release, namespace, timeout)
+
+    def _apply(self, chart: Path, values: dict[str, Any], release: str, namespace: str, timeout: int) -> None:
+        config = self._config(namespace)
+        try:
+            exists = self._exists(config, release)
+            if exists:
+                config.upgrade(chart, release, values, namespace=namespace, timeout=timeout, wait="watcher")
+            else:
+                config.install(
+                    chart, release, values, namespace=namespace, timeout=timeout, wait="watcher", create_namespace=True
+                )
+        finally:
+            config.close()
+
+    @staticmethod
+    def _exists(config: helm.Config, release: str) -> bool:
+        try:
+            config.status(release)
+        except helm.HelmNotFoundError:
+            return False
+        return True
+
+    async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
+        """Uninstall the release and wait for its resources to go; False when there was none."""
+        async with self._lock(namespace, release):
+            return await asyncio.to_thread(self._uninstall, release, namespace, timeout)
+
+    def _uninstall(self, release: str, namespace: str, timeout: int) -> bool:
+        config = self._config(namespace)
+        try:
+            if not self._exists(config, release):
+                return False
+            config.uninstall(release, timeout=timeout, wait="watcher")
+            return True
+        finally:
+            config.close()

@@ -1,0 +1,179 @@
+"""The agent's Kubernetes client: StyrminDeployments, namespaces and component workloads."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.apps_v1 import Deployment, StatefulSet
+from lightkube.resources.core_v1 import Namespace
+
+FIELD_MANAGER = "styrmin-agent"
+GROUP = "styrmin.io"
+StyrminDeployment = create_namespaced_resource(GROUP, "v1", "StyrminDeployment", "styrmindeployments")
+
+_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"styrmindeployments.{GROUP}"},
+    "spec": {
+        "group": GROUP,
+        "scope": "Namespaced",
+        "names": {
+            "plural": "styrmindeployments",
+            "singular": "styrmindeployment",
+            "kind": "StyrminDeployment",
+            "shortNames": ["sdep"],
+        },
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                                "properties": {"revision": {"type": "integer"}},
+                            }
+                        },
+                    }
+                },
+                "additionalPrinterColumns": [
+                    {"name": "Revision", "type": "integer", "jsonPath": ".spec.revision"},
+                    {"name": "App version", "type": "string", "jsonPath": ".spec.appVersion"},
+                    {"name": "Driver", "type": "string", "jsonPath": ".spec.driverVersion"},
+                ],
+            }
+        ],
+    },
+}
+
+_WORKLOADS: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": StatefulSet}
+
+
+class ClusterError(Exception):
+    """A cluster operation failed; the message says which object and why."""
+
+
+class ClusterAccess:
+    """One cluster, reached through a kubeconfig, as the agent uses it."""
+
+    def __init__(self, kubeconfig_path: Path) -> None:
+        self.kubeconfig_path = kubeconfig_path
+        self._client = AsyncClient(KubeConfig.from_file(kubeconfig_path), field_manager=FIELD_MANAGER)
+
+    async def close(self) -> None:
+        """Close the client's connections."""
+        await self._client.close()
+
+    async def ensure_crd(self) -> None:
+        """Install the StyrminDeployment CRD (server-side apply: safe to repeat)."""
+        crd = CustomResourceDefinition.from_dict(_CRD)
+        await self._client.apply(crd, force=True)  # type: ignore[call-overload]
+
+    async def ensure_namespace(self, namespace: str) -> None:
+        """Create ``namespace`` unless it exists."""
+        try:
+            await self._client.create(Namespace(metadata=ObjectMeta(name=namespace)))
+        except ApiError as error:
+            if error.status.code != 409:
+                raise ClusterError(f"Could not create namespace {namespace}: {error.status.message}") from error
+
+    async def write_styrmin_deployment(
+        self, namespace: str, name: str, spec: dict[str, Any], revision: int
+    ) -> int | None:
+        """Write a deployment's desired configuration at ``revision``, unless the cluster holds a later one.
+
+        Returns:
+            None when written; the cluster's revision when it is later (the object is left unchanged).
+        """
+        for _attempt in range(5):
+            try:
+                current = await self._client.get(StyrminDeployment, name, namespace=namespace)
+            except ApiError as error:
+                if error.status.code != 404:
+                    raise
+                current = None
+            if current is not None:
+                held = int((current.get("spec") or {}).get("revision", 0))
+                if held > revision:
+                    return held
+            body = StyrminDeployment(
+                metadata=ObjectMeta(
+                    name=name,
+                    namespace=namespace,
+                    labels={"app.kubernetes.io/managed-by": "styrmin"},
+                    resourceVersion=current.metadata.resourceVersion if current and current.metadata else None,
+                ),
+                spec={**spec, "revision": revision},
+            )
+            try:
+                if current is None:
+                    await self._client.create(body)
+                else:
+                    await self._client.replace(body)
+                return None
+            except ApiError as error:
+                if error.status.code != 409:  # someone else wrote it in between: read and decide again
+                    raise
+        raise ClusterError(f"StyrminDeployment {namespace}/{name} kept changing under the agent; try again.")
+
+    async def styrmin_deployment_revision(self, namespace: str, name: str) -> int | None:
+        """The revision the cluster holds for a deployment, or None when it holds none."""
+        try:
+            current = await self._client.get(StyrminDeployment, name, namespace=namespace)
+        except ApiError as error:
+            if error.status.code == 404:
+                return None
+            raise
+        return int((current.get("spec") or {}).get("revision", 0))
+
+    async def delete_styrmin_deployment(self, namespace: str, name: str) -> None:
+        """Remove a deployment's StyrminDeployment (no error when it is gone already)."""
+        try:
+            await self._client.delete(StyrminDeployment, name, namespace=namespace)
+        except ApiError as error:
+            if error.status.code != 404:
+                raise
+
+    async def workload(self, namespace: str, kind: str, name: str) -> Any:
+        """The Deployment or StatefulSet ``name``; raises ClusterError when it is missing."""
+        try:
+            return await self._client.get(_WORKLOADS[kind], name, namespace=namespace)
+        except ApiError as error:
+            raise ClusterError(f"{kind} {namespace}/{name} could not be read: {error.status.message}") from error
+
+    async def scale(self, namespace: str, kind: str, name: str, replicas: int) -> None:
+        """Set a workload's replicas through its scale subresource."""
+        patch = {"spec": {"replicas": replicas}}
+        try:
+            await self._client.patch(_WORKLOADS[kind], name, patch, namespace=namespace)
+        except ApiError as error:
+            raise ClusterError(f"Could not scale {kind} {namespace}/{name}: {error.status.message}") from error
+
+    async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
+        """Wait until a workload has exactly ``replicas`` ready (and, for 0, no replicas left)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            workload = await self.workload(namespace, kind, name)
+            status = workload.status
+            ready = (status.readyReplicas or 0) if status else 0
+            total = (status.replicas or 0) if status else 0
+            if (replicas == 0 and total == 0) or (replicas > 0 and ready >= replicas and total == replicas):
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"{kind} {namespace}/{name} did not reach {replicas} ready replicas within {timeout:.0f} s "
+                    f"({ready} ready of {total}); look at its pods."
+                )
+            await asyncio.sleep(0.2)

@@ -1,0 +1,146 @@
+"""Each change as a workflow: hooks as Prefect flow runs, the chart through Helm, on the local cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.apps_v1 import Deployment
+
+from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
+from styrmin_backend.domain.steps import INSTALL_STEP, START_STEP, STOP_STEP, UNINSTALL_STEP
+
+from .conftest import Stack, action
+
+pytestmark = pytest.mark.slow
+StyrminDeployment = create_namespaced_resource("styrmin.io", "v1", "StyrminDeployment", "styrmindeployments")
+
+
+def create(stack: Stack, name: str, version: str, **extra: Any) -> dict[str, Any]:
+    body = {"name": name, "namespace": name, "driver": "shop", "driver_version": version, **extra}
+    response = stack.http.post("/api/v1/deployments", json=body)
+    assert response.status_code == 202, response.text
+    return stack.wait(response.json()["task"]["id"])
+
+
+def step_names(task: dict[str, Any]) -> list[str]:
+    return [s["name"] for s in task["steps"]]
+
+
+def test_create_runs_setup_pre_install_post_and_revokes_the_token(stack: Stack, deployment_name: str) -> None:
+    stack.push(
+        "1.1.0",
+        [action("pre", "setup", "pre", "announce"), action("post", "setup", "post", "announce")],
+    )
+    task = create(stack, deployment_name, "1.1.0")
+    assert task["status"] == "succeeded", task
+    assert step_names(task) == [
+        hook_step_name(Hook.SETUP, Mode.PRE),
+        INSTALL_STEP,
+        hook_step_name(Hook.SETUP, Mode.POST),
+    ]
+    assert all(s["status"] == "succeeded" for s in task["steps"])
+    assert task["steps"][0]["flow_run_id"] and task["steps"][2]["flow_run_id"]
+    server = stack.kube.get(Deployment, f"{deployment_name}-server", namespace=deployment_name)
+    assert server.status is not None and server.status.readyReplicas == 1
+    record = stack.kube.get(StyrminDeployment, deployment_name, namespace=deployment_name)
+    assert record["spec"]["revision"] == 1 and record["spec"]["appVersion"] == "1.0.0"
+    shown = stack.http.get(f"/api/v1/deployments/{deployment_name}").json()
+    assert (shown["status"], shown["running_app_version"]) == ("running", "1.0.0")
+
+
+def test_a_mode_without_actions_records_no_step_but_the_upgrade_hook_always_runs(
+    stack: Stack, deployment_name: str
+) -> None:
+    stack.push("2.1.0")
+    assert create(stack, deployment_name, "2.1.0")["status"] == "succeeded"
+    response = stack.http.post(
+        f"/api/v1/deployments/{deployment_name}/upgrade", json={"app_version": "2.0.0"}
+    )
+    task = stack.wait(response.json()["task"]["id"])
+    assert task["status"] == "succeeded", task
+    assert step_names(task) == ["Run the upgrade hook"]
+    server = stack.kube.get(Deployment, f"{deployment_name}-server", namespace=deployment_name)
+    assert server.spec is not None and server.spec.template.spec is not None
+    images = [c.image for c in server.spec.template.spec.containers]
+    assert any(image.endswith(":2.0.0") for image in images), images
+    assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["running_app_version"] == "2.0.0"
+
+
+def test_a_failing_action_fails_its_step_and_later_modes_do_not_run(
+    stack: Stack, deployment_name: str
+) -> None:
+    stack.push("3.1.0")
+    assert create(stack, deployment_name, "3.1.0")["status"] == "succeeded"
+    stack.push(
+        "3.2.0",
+        [action("check", "upgrade", "pre", "fails"), action("after", "upgrade", "post", "announce")],
+    )
+    response = stack.http.post(
+        f"/api/v1/deployments/{deployment_name}/upgrade", json={"driver_version": "3.2.0"}
+    )
+    task = stack.wait(response.json()["task"]["id"])
+    assert task["status"] == "failed"
+    assert step_names(task) == ["Run the upgrade pre-hook"]
+    assert "Migration 0042 failed: table users is locked" in task["steps"][0]["error"]
+    assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["status"] == "failed"
+
+
+def test_a_crashing_action_shows_its_first_error_log_line_redacted(
+    stack: Stack, deployment_name: str
+) -> None:
+    stack.push("4.1.0", [action("post", "setup", "post", "exits")])
+    task = create(stack, deployment_name, "4.1.0")
+    assert task["status"] == "failed"
+    error = task["steps"][-1]["error"]
+    assert "Giving up" in error and "hunter2" not in error and "<redacted>" in error
+
+
+def test_stop_and_start_scale_the_component_workloads(stack: Stack, deployment_name: str) -> None:
+    stack.push("5.1.0")
+    assert create(stack, deployment_name, "5.1.0")["status"] == "succeeded"
+    workload = f"{deployment_name}-task-worker"
+    stop = stack.http.post(
+        f"/api/v1/deployments/{deployment_name}/stop", json={"components": ["task-worker"]}
+    )
+    task = stack.wait(stop.json()["task"]["id"])
+    assert (task["status"], step_names(task)) == ("succeeded", [STOP_STEP])
+    assert stack.kube.get(Deployment, workload, namespace=deployment_name).spec.replicas == 0  # type: ignore[union-attr]
+    assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["status"] == "stopped"
+    start = stack.http.post(
+        f"/api/v1/deployments/{deployment_name}/start", json={"components": ["task-worker"]}
+    )
+    task = stack.wait(start.json()["task"]["id"])
+    assert (task["status"], step_names(task)) == ("succeeded", [START_STEP])
+    worker = stack.kube.get(Deployment, workload, namespace=deployment_name)
+    assert worker.status is not None and worker.status.readyReplicas == 1
+
+
+def test_a_change_that_finds_a_later_revision_leaves_the_cluster_unchanged(
+    stack: Stack, deployment_name: str
+) -> None:
+    stack.push("6.1.0")
+    assert create(stack, deployment_name, "6.1.0")["status"] == "succeeded"
+    record = stack.kube.get(StyrminDeployment, deployment_name, namespace=deployment_name)
+    record["spec"]["revision"] = 99
+    stack.kube.replace(record)
+    response = stack.http.put(
+        f"/api/v1/deployments/{deployment_name}/configuration", json={"values": {"replicas": 3}}
+    )
+    task = stack.wait(response.json()["task"]["id"])
+    assert task["status"] == "succeeded", task
+    assert "already holds revision 99" in task["steps"][0]["notes"][0]
+    after = stack.kube.get(StyrminDeployment, deployment_name, namespace=deployment_name)
+    assert after["spec"]["revision"] == 99
+
+
+def test_delete_uninstalls_and_removes_the_styrmin_deployment(stack: Stack, deployment_name: str) -> None:
+    stack.push("7.1.0")
+    assert create(stack, deployment_name, "7.1.0")["status"] == "succeeded"
+    response = stack.http.delete(f"/api/v1/deployments/{deployment_name}")
+    task = stack.wait(response.json()["task"]["id"])
+    assert (task["status"], step_names(task)) == ("succeeded", [UNINSTALL_STEP])
+    assert list(stack.kube.list(StyrminDeployment, namespace=deployment_name)) == []
+    assert list(stack.kube.list(Deployment, namespace=deployment_name)) == []
+    assert stack.http.get(f"/api/v1/deployments/{deployment_name}").status_code == 404
