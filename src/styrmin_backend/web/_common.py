@@ -203,6 +203,11 @@ _ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
 )
 
 
+def status_of(error: DomainError) -> int:
+    """The HTTP status a page answers ``error`` with (as the API does)."""
+    return next((code for cls, code in _ERROR_STATUS if isinstance(error, cls)), 400)
+
+
 def _login_redirect(request: Request) -> Response:
     target = "/login?next=" + _format.quote(request.url.path)
     if request.headers.get("HX-Request"):
@@ -224,7 +229,7 @@ class WebRoute(APIRoute):
             except WebForbidden as error:
                 return render(request, "error.html", None, 403, title="Not allowed", message=error.message)
             except DomainError as error:
-                status = next((code for cls, code in _ERROR_STATUS if isinstance(error, cls)), 400)
+                status = status_of(error)
                 title = "Not found" if status == 404 else "The request was refused"
                 return render(request, "error.html", None, status, title=title, message=error.message)
 

@@ -31,6 +31,7 @@ from styrmin_backend.web._common import (
     render,
     safe_next,
     see_other,
+    status_of,
     text,
     unit,
     viewer_of,
@@ -254,9 +255,12 @@ def create_deployment(request: Request, form: Form) -> Response:
     return see_other(f"/deployments/{name}")
 
 
-def _latest_task(session: Session, name: str, prefect_url: str) -> _views.TaskView | None:
-    latest = tasks.list_tasks(session, deployment=name, limit=1).items
-    return _views.load_task_view(session, latest[0].id, prefect_url) if latest else None
+def _latest_task(history: tasks.TaskPage, prefect_url: str, session: Session) -> _views.TaskView | None:
+    """The newest change's task: tasks that actions started are shown under their hook step instead."""
+    if not history.items:
+        return None
+    latest = next((t for t in history.items if t.parent_task_id is None), history.items[0])
+    return _views.load_task_view(session, latest.id, prefect_url)
 
 
 @router.get("/deployments/{name}")
@@ -279,7 +283,11 @@ def deployment_page(
             spec=spec,
             components=_views.component_views(row, spec),
             values=_views.masked_values(row),
-            latest=_latest_task(session, name, prefect_ui_url(request)),
+            latest=_latest_task(
+                history if before is None else tasks.list_tasks(session, deployment=name, limit=20),
+                prefect_ui_url(request),
+                session,
+            ),
             history=history,
             before=before,
             notice=_NOTICES.get(notice, ""),
@@ -627,7 +635,7 @@ def _user_change(request: Request, form: FormData, change: Any) -> Response:
         except DomainError as error:
             session.rollback()
             errors.add(None, error.message)
-            return _render_users(request, viewer, session, errors, {}, 422 if error.field else 409)
+            return _render_users(request, viewer, session, errors, {}, status_of(error))
     return see_other("/users")
 
 

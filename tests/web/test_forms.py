@@ -1,0 +1,227 @@
+"""The UI's form endpoints on both engines: CSRF, roles, field errors, masking and pagination."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from styrmin_backend.domain.roles import Role
+from styrmin_backend.domain.users import ACTIONS_USERNAME
+from styrmin_backend.services import tasks
+from styrmin_backend.services.changes import Configuration
+from styrmin_backend.web._format import MASK
+from tests.api.conftest import ADMIN_PASSWORD, USER_PASSWORD, Stack
+from tests.web.conftest import Progress, login_client, make_user
+
+
+def _task_count(stack: Stack) -> int:
+    with stack.session() as session:
+        return len(tasks.list_tasks(session, limit=500).items)
+
+
+def test_pages_ask_to_log_in_first(web: Stack) -> None:
+    response = web.client.get("/deployments/shop", follow_redirects=False)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/login?next=/deployments/shop"
+
+
+def test_login_sets_an_httponly_samesite_session_cookie(web: Stack) -> None:
+    page = web.client.get("/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert token
+    response = web.client.post(
+        "/login",
+        data={"username": "admin", "password": ADMIN_PASSWORD, "csrf_token": token.group(1)},
+        follow_redirects=False,
+    )
+    cookie = next(c for c in response.headers.get_list("set-cookie") if c.startswith("styrmin_session="))
+    assert "HttpOnly" in cookie
+    assert "SameSite=lax" in cookie
+
+
+def test_login_without_the_forms_token_is_refused(web: Stack) -> None:
+    response = web.client.post("/login", data={"username": "admin", "password": ADMIN_PASSWORD})
+    assert response.status_code == 401
+    assert "The login form expired" in response.text
+    assert "styrmin_session" not in response.cookies
+
+
+def test_login_as_styrmin_actions_is_refused_beside_the_user_name(web: Stack) -> None:
+    page = web.client.get("/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert token
+    response = web.client.post(
+        "/login",
+        data={"username": ACTIONS_USERNAME, "password": "whatever-it-is", "csrf_token": token.group(1)},
+    )
+    assert response.status_code == 401
+    assert 'id="username-error"' in response.text
+    assert f"No one can log in as {ACTIONS_USERNAME}" in response.text
+
+
+def test_a_form_post_without_the_sessions_csrf_token_changes_nothing(web: Stack) -> None:
+    Progress(web).create("shop")
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    before = _task_count(web)
+    for token in ("", "forged"):
+        response = web.client.post(
+            "/deployments/shop/stop", data={"csrf_token": token, "component": "server", "confirmed": "yes"}
+        )
+        assert response.status_code == 403
+        assert "reload the page" in response.text
+    assert _task_count(web) == before
+
+
+@pytest.mark.parametrize(
+    ("path", "data"),
+    [
+        ("/new-deployment", {"name": "other", "namespace": "shop", "driver": "shop@1.0.0"}),
+        (
+            "/deployments/shop/upgrade",
+            {"app_version": "2.0.0", "driver_version": "1.0.0", "confirmed": "yes"},
+        ),
+        ("/deployments/shop/configure", {"values": "a: 1", "confirmed": "yes"}),
+        ("/deployments/shop/stop", {"component": "server", "confirmed": "yes"}),
+        ("/deployments/shop/start", {"component": "server", "confirmed": "yes"}),
+        ("/deployments/shop/delete", {"confirmed": "yes"}),
+        ("/users", {"username": "mallory", "role": "admin", "password": "long-enough-1"}),
+        ("/users/reader/role", {"role": "admin"}),
+        ("/users/admin/active", {"active": "no"}),
+        ("/users/admin/password", {"password": "taken-over-1"}),
+    ],
+)
+def test_read_only_form_posts_are_refused_by_the_server(web: Stack, path: str, data: dict[str, str]) -> None:
+    Progress(web).create("shop")
+    make_user(web, "reader", Role.READ_ONLY)
+    csrf = login_client(web.client, "reader", USER_PASSWORD)
+    before = _task_count(web)
+    response = web.client.post(path, data={**data, "csrf_token": csrf}, follow_redirects=False)
+    assert response.status_code == 403, response.text
+    assert "Read-only" in response.text
+    assert _task_count(web) == before
+    with web.session() as session:
+        from styrmin_backend.services import users
+
+        assert users.get_user(session, "reader").role == Role.READ_ONLY.value
+        assert users.get_user(session, "admin").is_active
+
+
+def test_read_write_users_cannot_manage_users(web: Stack) -> None:
+    make_user(web, "operator", Role.READ_WRITE)
+    csrf = login_client(web.client, "operator", USER_PASSWORD)
+    response = web.client.post("/users/operator/role", data={"role": "admin", "csrf_token": csrf})
+    assert response.status_code == 403
+    assert "this needs Admin" in response.text
+
+
+def test_create_form_shows_each_error_beside_its_field(web: Stack) -> None:
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    response = web.client.post(
+        "/new-deployment",
+        data={
+            "csrf_token": csrf,
+            "name": "Shop_1",
+            "namespace": "shop",
+            "driver": "shop@1.0.0",
+            "values": "a: [1",
+            "env.server": "1BAD=x",
+        },
+    )
+    assert response.status_code == 422
+    assert re.search(r'id="values-error">.*not valid YAML', response.text)
+    assert re.search(r'id="env-server-error">.*Line 1 is not NAME=value', response.text)
+    # The name is checked by the service once the form itself reads well.
+    response = web.client.post(
+        "/new-deployment",
+        data={"csrf_token": csrf, "name": "Shop_1", "namespace": "shop", "driver": "shop@1.0.0"},
+    )
+    assert response.status_code == 422
+    assert re.search(r'id="name-error">.*not a valid deployment name', response.text)
+    assert 'aria-describedby="name-hint name-error" aria-invalid="true"' in response.text
+    assert _task_count(web) == 0
+
+
+def test_upgrade_asks_for_confirmation_before_recording_anything(web: Stack) -> None:
+    Progress(web).create("shop")
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    before = _task_count(web)
+    review = web.client.post(
+        "/deployments/shop/upgrade",
+        data={"csrf_token": csrf, "app_version": "1.1.0", "driver_version": "1.1.0"},
+    )
+    assert review.status_code == 200
+    assert "Application version: 1.0.0 → 1.1.0" in review.text
+    assert 'name="confirmed" value="yes"' in review.text
+    assert _task_count(web) == before
+    done = web.client.post(
+        "/deployments/shop/upgrade",
+        data={"csrf_token": csrf, "app_version": "1.1.0", "driver_version": "1.1.0", "confirmed": "yes"},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303
+    assert _task_count(web) == before + 1
+
+
+def test_upgrade_to_the_current_versions_says_no_task_was_started(web: Stack) -> None:
+    Progress(web).create("shop")
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    response = web.client.post(
+        "/deployments/shop/upgrade",
+        data={"csrf_token": csrf, "app_version": "1.0.0", "driver_version": "1.0.0"},
+    )
+    assert "already runs these versions, so no task was started" in response.text
+
+
+def test_deployment_page_masks_secret_looking_values(web: Stack) -> None:
+    configuration = Configuration(
+        values={
+            "database": {"password": "hunter2-value", "url": "postgres://shop:s3cr3t-pw@db/shop"},
+            "replicas": 2,
+        },
+        images={"server": "registry.local:5000/shop/server:{{ app.version }}"},
+        env={"server": {"API_TOKEN": "tok-abcdef", "LOG_LEVEL": "debug"}},
+    )
+    Progress(web).create("shop", configuration)
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    page = web.client.get("/deployments/shop").text
+    for secret in ("hunter2-value", "s3cr3t-pw", "tok-abcdef"):
+        assert secret not in page
+    assert MASK in page
+    assert "LOG_LEVEL=debug" in page
+    assert "replicas: 2" in page
+    assert "registry.local:5000/shop/server:{{ app.version }}" in page
+
+
+def test_task_history_is_paginated(web: Stack) -> None:
+    progress = Progress(web)
+    progress.create("shop")
+    for version in range(24):
+        progress.upgrade("shop", f"2.0.{version}")
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    first = web.client.get("/deployments/shop").text
+    older = re.search(r'href="/deployments/shop\?before=(\d+)">Older tasks', first)
+    assert older
+    second = web.client.get(f"/deployments/shop?before={older.group(1)}").text
+    assert "Create #1" in second
+    assert "Create #1" not in first.split("Task history")[1]
+    assert "Newest tasks" in second
+
+
+def test_users_page_lists_styrmin_actions_without_password_controls(web: Stack) -> None:
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    page = web.client.get("/users").text
+    row = re.search(rf'<tr data-user="{ACTIONS_USERNAME}">(.*?)</tr>', page, re.DOTALL)
+    assert row
+    assert "Built-in" in row.group(1)
+    assert 'type="password"' not in row.group(1)
+    assert "/password" not in row.group(1)
+
+
+def test_setting_styrmin_actions_password_by_a_forged_post_is_refused(web: Stack) -> None:
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    response = web.client.post(
+        f"/users/{ACTIONS_USERNAME}/password", data={"csrf_token": csrf, "password": "a-long-password"}
+    )
+    assert response.status_code == 403
+    assert "refuses to set or reset its password" in response.text
