@@ -53,8 +53,37 @@ PortOption = Annotated[int | None, typer.Option(help="Port (default: STYRMIN_POR
 
 @app.command()
 def up(host: HostOption = None, port: PortOption = None) -> None:
-    """Run Styrmin on this machine with embedded defaults (SQLite in the data dir)."""
-    _serve(Settings(), host, port)
+    """Run everything on this machine: server (SQLite), local cluster, Prefect server, agent."""
+    from styrmin_backend.up import run_up
+
+    settings = Settings()
+    if host:
+        settings.host = host
+    if port is not None:
+        settings.port = port
+    run_up(settings, console)
+
+
+@app.command()
+def agent() -> None:
+    """Run the agent of one cluster (settings: STYRMIN_AGENT_*, see docs/configuration.md)."""
+    import asyncio
+    import signal
+
+    from styrmin_backend.agent.loop import Agent
+    from styrmin_backend.agent.settings import AgentSettings
+
+    settings = AgentSettings()  # type: ignore[call-arg]  # the key comes from the environment
+    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await Agent(settings).run(stop)
+
+    asyncio.run(main())
 
 
 @app.command()

@@ -51,6 +51,10 @@ class Settings(BaseSettings):
         "and written to admin-password.txt (mode 0600) in the data dir.",
     )
     log_level: LogLevel = Field(default="INFO", description="Level of the server's log.")
+    prefect_ui_url: str = Field(
+        default="http://127.0.0.1:4200",
+        description="Prefect UI that the task view links each action's flow run to.",
+    )
     secure_cookies: bool = Field(
         default=False, description="Mark cookies Secure (set when the server is reached over HTTPS)."
     )

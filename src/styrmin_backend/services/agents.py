@@ -60,6 +60,16 @@ def create_agent(session: Session, name: str, cluster: str) -> tuple[AgentRow, s
     return agent, key
 
 
+def rotate_agent_key(session: Session, name: str, cluster: str) -> str:
+    """Give agent ``name`` a new key (making the agent when missing); the old key stops working."""
+    agent = session.scalars(select(AgentRow).where(AgentRow.name == name)).one_or_none()
+    if agent is None:
+        return create_agent(session, name, cluster)[1]
+    key = AGENT_KEY_PREFIX + new_token().removeprefix("sty_")
+    agent.key_hash, agent.cluster, agent.revoked_at = hash_token(key), cluster, None
+    return key
+
+
 def list_agents(session: Session) -> list[AgentRow]:
     """Every registered agent."""
     return list(session.scalars(select(AgentRow).order_by(AgentRow.name)))

@@ -10,7 +10,6 @@ from sqlalchemy.orm import Session
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound
 from styrmin_backend.drivers import DriverPackage, DriverReport, DriverSpec
-from styrmin_backend.services.principal import Principal
 from styrmin_backend.store.models import DriverRow
 
 
@@ -79,7 +78,7 @@ def list_drivers(session: Session) -> list[DriverRow]:
     return list(session.scalars(select(DriverRow).order_by(DriverRow.name, DriverRow.id)))
 
 
-def push_driver(session: Session, package: DriverPackage, report: DriverReport, by: Principal) -> Pushed:
+def push_driver(session: Session, package: DriverPackage, report: DriverReport, pushed_by: str) -> Pushed:
     """Store a validated driver version; the same content again is a no-op, other content is refused."""
     if not report.valid:
         raise InvalidInput(
@@ -104,7 +103,7 @@ def push_driver(session: Session, package: DriverPackage, report: DriverReport, 
         checksum=package.checksum,
         spec=package.spec.model_dump(mode="json", by_alias=True),
         archive=package.archive,
-        pushed_by=by.username,
+        pushed_by=pushed_by,
         pushed_at=utcnow(),
     )
     session.add(row)

@@ -98,7 +98,7 @@ async def push(
     report = await run_in_threadpool(validate_driver, package)
     if not report.valid:
         return _problems_response(report)
-    pushed = await run_in_threadpool(drivers.push_driver, db, package, report, principal)
+    pushed = await run_in_threadpool(drivers.push_driver, db, package, report, principal.username)
     if not pushed.created:
         response.status_code = 200
     return DriverVersionOut.of(pushed.row)
