@@ -263,3 +263,22 @@ def test_pages_read_well_in_dark_mode_and_on_a_phone(new_page: Any, live_server:
     screenshot(phone, "deployment-phone")
     # Wide tables scroll inside their frame; the page itself never scrolls sideways.
     assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+
+
+def test_an_opened_output_stays_open_while_the_task_updates(new_page: Any, live_server: LiveServer) -> None:
+    progress = live_server.progress
+    progress.finish_create(progress.create("preserve"))
+    task_id = progress.upgrade("preserve", "1.1.0")
+    progress.start(task_id)
+    pre = progress.step(task_id, hook_step_name(Hook.UPGRADE, Mode.PRE))
+    progress.output(pre, _output(5), truncated=False)
+    progress.end_step(pre, error="The pre-hook failed.")
+    page = new_page()
+    log_in(page, "reader")
+    page.goto(f"/tasks/{task_id}")
+    page.get_by_text("Show output").click()
+    output = page.get_by_label(f"Output of {hook_step_name(Hook.UPGRADE, Mode.PRE)}")
+    expect(output).to_be_visible()
+    progress.end(task_id, error="Step Run the upgrade pre-hook failed.")
+    expect(page.locator(f"#task-live-{task_id}")).to_have_attribute("data-status", "failed")
+    expect(output).to_be_visible()
