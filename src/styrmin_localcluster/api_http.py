@@ -243,7 +243,7 @@ class HttpApi:
                 raise errors.method_not_allowed()
             return await self._log(request, target)
         dry_run = bool(query.get("dryRun"))
-        field_manager = query.get("fieldManager")
+        field_manager = _field_manager(request)
         strict = _strict(request)
         if method == "GET":
             if target.watch_path:
@@ -456,6 +456,18 @@ class HttpApi:
             return Response(b"".join([chunk async for chunk in stream]), media_type="text/plain")
         # Large logs and followed ones are streamed from the file, never held in memory.
         return StreamingResponse(_guarded(stream), media_type="text/plain")
+
+
+def _field_manager(request: Request) -> str | None:
+    """The fieldManager, or like Kubernetes the client's User-Agent up to its first '/'.
+
+    A server-side apply must name its manager, so it gets no default.
+    """
+    given = request.query_params.get("fieldManager")
+    if given or request.headers.get("content-type", "").startswith("application/apply-patch"):
+        return given or None
+    agent = request.headers.get("user-agent", "").split("/", 1)[0].strip()
+    return agent[:128] or None
 
 
 def _strict(request: Request) -> bool:

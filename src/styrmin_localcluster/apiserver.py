@@ -338,8 +338,6 @@ class ApiServer:
         meta["uid"] = new_uid()
         meta["creationTimestamp"] = now()
         meta["generation"] = 1
-        if field_manager and "managedFields" not in meta:
-            meta["managedFields"] = [self._managed_entry(field_manager, "Update", obj)]
         if "status" in rtype.subresources and rtype.storage_key not in (
             NAMESPACES,
             ("", "services"),
@@ -360,6 +358,11 @@ class ApiServer:
             from .crds import initial_crd_status
 
             initial_crd_status(obj)
+        if field_manager and "managedFields" not in obj["metadata"]:
+            managed = ssa.record_update(None, obj, field_manager, rtype.kind)
+            if managed:
+                obj["metadata"]["managedFields"] = managed
+        meta = obj["metadata"]
         if dry_run:
             meta["resourceVersion"] = str(self.store.resource_version)
             return obj
@@ -368,16 +371,6 @@ class ApiServer:
         if rtype.storage_key == CRDS and self.on_crd_change:
             self.on_crd_change(obj, False)
         return self._at_version(rtype, obj)
-
-    def _managed_entry(self, manager: str, operation: str, obj: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "manager": manager,
-            "operation": operation,
-            "apiVersion": obj.get("apiVersion", ""),
-            "time": now(),
-            "fieldsType": "FieldsV1",
-            "fieldsV1": {},
-        }
 
     def update(
         self,
@@ -396,7 +389,7 @@ class ApiServer:
         if old is None:
             raise self._not_found(rtype, name)
         if subresource == "scale":
-            return self._update_scale(rtype, old, body, dry_run)
+            return self._update_scale(rtype, old, body, dry_run, field_manager)
         body = self._check_identity(rtype, body, namespace)
         meta = body["metadata"]
         if meta.get("name") and meta["name"] != name:
@@ -430,6 +423,7 @@ class ApiServer:
         field_manager: str | None,
         operation: str = "Update",
         strict: bool = False,
+        managed_subresource: str | None = None,
     ) -> dict[str, Any]:
         old_meta = old["metadata"]
         key = rtype.storage_key
@@ -486,14 +480,13 @@ class ApiServer:
             if _spec_changed(old, new):
                 new["metadata"]["generation"] = int(old_meta.get("generation", 1)) + 1
         if field_manager and operation == "Update":
-            managed = [
-                m
-                for m in new["metadata"].get("managedFields") or []
-                if not (m.get("manager") == field_manager and m.get("operation") == "Update")
-            ]
-            managed.append(self._managed_entry(field_manager, "Update", new))
-            if _without_managed_times(new) != _without_managed_times(old):
+            managed = ssa.record_update(
+                old, new, field_manager, rtype.kind, managed_subresource or subresource
+            )
+            if managed:
                 new["metadata"]["managedFields"] = managed
+            else:
+                new["metadata"].pop("managedFields", None)
         new["metadata"]["resourceVersion"] = old_meta["resourceVersion"]
         if _same(old, new):
             return self._at_version(rtype, old)
@@ -560,7 +553,12 @@ class ApiServer:
         }
 
     def _update_scale(
-        self, rtype: ResourceType, old: dict[str, Any], scale: Any, dry_run: bool
+        self,
+        rtype: ResourceType,
+        old: dict[str, Any],
+        scale: Any,
+        dry_run: bool,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         from .crds import scale_paths
 
@@ -579,7 +577,9 @@ class ApiServer:
             )
         new = clone(old)
         _path_set(new, scale_paths(rtype)[0], replicas)
-        updated = self._write_update(rtype, old, new, None, dry_run, None)
+        updated = self._write_update(
+            rtype, old, new, None, dry_run, field_manager, managed_subresource="scale"
+        )
         return self.scale_of(rtype, updated)
 
     def patch(
@@ -599,7 +599,9 @@ class ApiServer:
         namespace = self._check_namespace(rtype, namespace, creating=False)
         patch_type = content_type.split(";")[0].strip().lower()
         if patch_type == APPLY_PATCH:
-            return self._apply(rtype, namespace, name, raw_patch, subresource, dry_run, field_manager, strict)
+            return self._apply(
+                rtype, namespace, name, raw_patch, subresource, dry_run, field_manager, strict, force
+            )
         try:
             patch = orjson.loads(raw_patch) if raw_patch else {}
         except orjson.JSONDecodeError:
@@ -630,7 +632,7 @@ class ApiServer:
         else:
             raise errors.unsupported_media_type(content_type)
         if subresource == "scale":
-            return self._update_scale(rtype, old, patched, dry_run), False
+            return self._update_scale(rtype, old, patched, dry_run, field_manager), False
         if not isinstance(patched, dict):
             raise errors.bad_request("the patched object is not a JSON object")
         meta = patched.get("metadata") or {}
@@ -655,6 +657,7 @@ class ApiServer:
         dry_run: bool,
         field_manager: str | None,
         strict: bool = False,
+        force: bool = False,
     ) -> tuple[dict[str, Any], bool]:
         if not field_manager:
             raise errors.bad_request(
@@ -688,8 +691,10 @@ class ApiServer:
             raise errors.conflict(rtype.plural, name, rtype.group)
         if subresource == "scale":
             replicas = (applied.get("spec") or {}).get("replicas")
-            return self._update_scale(rtype, old, {"spec": {"replicas": replicas}}, dry_run), False
-        merged = ssa.apply(self._at_version(rtype, old), applied, field_manager, rtype.kind)
+            return self._update_scale(
+                rtype, old, {"spec": {"replicas": replicas}}, dry_run, field_manager
+            ), False
+        merged = ssa.apply(self._at_version(rtype, old), applied, field_manager, rtype.kind, force)
         merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         return self._write_update(
             rtype, old, merged, subresource, dry_run, field_manager, operation="Apply", strict=strict

@@ -142,7 +142,15 @@ def test_custom_resources_support_every_verb(styrmin_crd: None, client: Client, 
     current.spec["revision"] = 3
     replaced = client.replace(current)
     assert replaced.spec["revision"] == 3
-    applied = client.apply(_sdep("shop", revision=4), namespace=namespace, field_manager="styrmin-agent")
+    with pytest.raises(ApiError) as raised:
+        client.apply(_sdep("shop", revision=4), namespace=namespace, field_manager="styrmin-agent")
+    assert raised.value.status.code == 409
+    assert raised.value.status.message == (
+        'Apply failed with 1 conflict: conflict with "tests" using styrmin.io/v1alpha1: .spec.revision'
+    )
+    applied = client.apply(
+        _sdep("shop", revision=4), namespace=namespace, field_manager="styrmin-agent", force=True
+    )
     assert applied.spec["revision"] == 4
     client.delete(StyrminDeployment, "shop", namespace=namespace)
     with pytest.raises(ApiError) as raised:

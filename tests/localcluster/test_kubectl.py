@@ -189,3 +189,30 @@ spec:
     assert json.loads(kubectl("get", "gd", "g1", "-o", "json").stdout)["spec"] == {"size": 2}
     assert kubectl("get", "gadgets").stdout.splitlines()[0].split() == ["NAME", "AGE"]
     kubectl("delete", "crd", "gadgets.example.org")
+
+
+def test_kubectl_moves_from_client_side_to_server_side_apply(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", stdin=DEPLOYMENT.format(replicas=1, message="csa"))
+    out = kubectl(
+        "apply", "--server-side", "-f", "-", stdin=DEPLOYMENT.format(replicas=1, message="ssa")
+    ).stdout
+    assert "serverside-applied" in out
+    deployment = json.loads(kubectl("get", "deployment", "web", "-o", "json", "--show-managed-fields").stdout)
+    managers = {(m["manager"], m["operation"]) for m in deployment["metadata"]["managedFields"]}
+    assert ("kubectl", "Apply") in managers and ("kubectl-client-side-apply", "Update") not in managers
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "MESSAGE", "value": "ssa"}
+    ]
+
+
+def test_server_side_apply_reports_conflicts_with_other_managers(kubectl: Kubectl) -> None:
+    manifest = DEPLOYMENT.format(replicas=1, message="a")
+    kubectl("apply", "--server-side", "--field-manager=helm", "-f", "-", stdin=manifest)
+    kubectl("scale", "deployment/web", "--replicas=2")
+    conflict = kubectl(
+        "apply", "--server-side", "--field-manager=helm", "-f", "-", stdin=manifest, check=False
+    )
+    assert conflict.returncode != 0
+    assert (
+        'Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps/v1: .spec.replicas'
+    ) in conflict.stderr

@@ -218,3 +218,70 @@ def test_protobuf_secrets_decode_to_the_json_form() -> None:
     with pytest.raises(ApiError) as raised:
         decode(b"k8s\x00" + b"\x0a\x08\x0a\x02v1\x12\x02\x50\x6f")
     assert raised.value.code in (400, 415)
+
+
+def _deployment_body(replicas: int, image: str = "x:1") -> bytes:
+    return orjson.dumps(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "d"},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"a": "b"}},
+                "template": {
+                    "metadata": {"labels": {"a": "b"}},
+                    "spec": {"containers": [{"name": "web", "image": image}]},
+                },
+            },
+        }
+    )
+
+
+def test_applying_a_field_another_manager_changed_is_a_conflict_like_helm_after_kubectl_scale(
+    api: ApiServer,
+) -> None:
+    rtype = api.type_for(("apps", "deployments"))
+    api.patch(rtype, "default", "d", APPLY_PATCH, _deployment_body(2), field_manager="helm")
+    api.update(rtype, "default", "d", {"spec": {"replicas": 0}}, subresource="scale", field_manager="kubectl")
+    # The same value is shared ownership, not a conflict.
+    api.patch(rtype, "default", "d", APPLY_PATCH, _deployment_body(0, "x:2"), field_manager="helm")
+    api.update(rtype, "default", "d", {"spec": {"replicas": 1}}, subresource="scale", field_manager="kubectl")
+    with pytest.raises(ApiError) as raised:
+        api.patch(rtype, "default", "d", APPLY_PATCH, _deployment_body(3, "x:3"), field_manager="helm")
+    assert (raised.value.code, raised.value.reason) == (409, "Conflict")
+    assert raised.value.message == (
+        'Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" '
+        "using apps/v1: .spec.replicas"
+    )
+    assert raised.value.details["causes"] == [
+        {
+            "reason": "FieldManagerConflict",
+            "field": ".spec.replicas",
+            "message": 'conflict with "kubectl" with subresource "scale" using apps/v1',
+        }
+    ]
+    result, _ = api.patch(
+        rtype, "default", "d", APPLY_PATCH, _deployment_body(3, "x:3"), field_manager="helm", force=True
+    )
+    assert result["spec"]["replicas"] == 3
+    owners = {
+        (m["manager"], m.get("subresource")): m["fieldsV1"] for m in result["metadata"]["managedFields"]
+    }
+    assert ("kubectl", "scale") not in owners
+    assert owners[("helm", None)]["f:spec"]["f:replicas"] == {}
+
+
+def test_an_update_takes_fields_over_without_conflict(api: ApiServer) -> None:
+    rtype = api.type_for(("apps", "deployments"))
+    api.patch(rtype, "default", "d", APPLY_PATCH, _deployment_body(1), field_manager="helm")
+    patch = b'{"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "x:edited"}]}}}}'
+    result, _ = api.patch(rtype, "default", "d", STRATEGIC_PATCH, patch, field_manager="kubectl-edit")
+    edited = next(m for m in result["metadata"]["managedFields"] if m["manager"] == "kubectl-edit")
+    containers = edited["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"]
+    assert containers == {'k:{"name":"web"}': {".": {}, "f:image": {}}}
+    with pytest.raises(ApiError) as raised:
+        api.patch(rtype, "default", "d", APPLY_PATCH, _deployment_body(1, "x:2"), field_manager="helm")
+    assert raised.value.message.endswith(
+        'conflict with "kubectl-edit" using apps/v1: .spec.template.spec.containers[name="web"].image'
+    )
