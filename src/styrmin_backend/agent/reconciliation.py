@@ -201,7 +201,13 @@ class Reconciliation:
             api_url=self.claim.styrmin_url,
         )
         parameters = {"context": context.model_dump(mode="json"), "target_version": self.target.app_version}
-        env = {"STYRMIN_TOKEN": self.claim.actions_token, "STYRMIN_URL": self.claim.styrmin_url}
+        env = {
+            "STYRMIN_TOKEN": self.claim.actions_token,
+            "STYRMIN_URL": self.claim.styrmin_url,
+            "KUBECONFIG": str(
+                self.parts.cluster.kubeconfig_path
+            ),  # for get_component_images, execute_commands
+        }
         outcomes = await asyncio.gather(
             *(
                 self.parts.runner.run_action(

@@ -1,0 +1,99 @@
+"""How the primitives reach the Styrmin API: the SDK, with the reconciliation's token from STYRMIN_TOKEN."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import styrmin
+from styrmin._http import Call, no_content
+from styrmin_backend.actions.context import GlobalContext
+from styrmin_backend.actions.errors import ActionError
+from styrmin_backend.domain.users import ACTIONS_USERNAME
+from styrmin_backend.drivers import Component, DriverSpec
+
+
+@asynccontextmanager
+async def styrmin_client(context: GlobalContext, doing: str) -> AsyncIterator[styrmin.AsyncClient]:
+    """An SDK client for ``context``'s API, as styrmin-actions; every API error becomes an ActionError.
+
+    ``doing`` names the call in the error, as the user reads it on the hook step:
+    ``stop_components(["task-worker"]) of deployment "shop"``.
+    """
+    try:
+        client = styrmin.AsyncClient(url=context.api_url)
+    except styrmin.StyrminError as error:
+        raise ActionError(f"{doing} cannot call the Styrmin API: {error.message}") from None
+    if client.token is None:
+        await client.aclose()
+        raise ActionError(
+            f"{doing} cannot call the Styrmin API: {styrmin.TOKEN_ENV} is not set. Styrmin sets it for the "
+            "actions it runs; to run an action elsewhere, set it to a token of a Read/write user."
+        )
+    try:
+        yield client
+    except (styrmin.AuthenticationError, styrmin.ForbiddenError) as error:
+        raise ActionError(
+            f"{doing} was refused by the Styrmin API: {error.message} "
+            f"Actions call the API as the built-in user {ACTIONS_USERNAME}, which must be active "
+            "and have the role Read/write."
+        ) from None
+    except styrmin.StyrminError as error:
+        raise ActionError(f"{doing} failed: {error}") from None
+    finally:
+        await client.aclose()
+
+
+async def add_step_note(client: styrmin.AsyncClient, step_id: int, note: str) -> None:
+    """Add a line to the hook step's notes (the server redacts it)."""
+    await client.send(Call("POST", f"/agent/steps/{step_id}/notes", no_content, json={"note": note}))
+
+
+async def store_step_output(client: styrmin.AsyncClient, step_id: int, tail: str, truncated: bool) -> None:
+    """Store the kept end of a failed command's output on the hook step."""
+    body = {"output_tail": tail, "output_truncated": truncated}
+    await client.send(Call("PUT", f"/agent/steps/{step_id}/output", no_content, json=body))
+
+
+_specs: dict[tuple[str, str, str], DriverSpec] = {}
+
+
+async def driver_spec(client: styrmin.AsyncClient, context: GlobalContext) -> DriverSpec:
+    """The spec of the change's driver version (its components), as the registry stores it."""
+    key = (client.url, context.driver_name, context.driver_version)
+    if key not in _specs:
+        driver = await client.drivers.get(context.driver_name, context.driver_version)
+        document: dict[str, Any] = {
+            "apiVersion": "styrmin.io/v1",
+            "kind": "Driver",
+            "metadata": {"name": driver.name, "version": driver.version},
+            "spec": {
+                "application": {
+                    "name": driver.application.name,
+                    "defaultVersion": driver.application.default_version,
+                },
+                "components": [
+                    {
+                        "name": c.name,
+                        "workload": {"kind": c.workload_kind, "name": c.workload_name},
+                        **({"container": c.container} if c.container else {}),
+                    }
+                    for c in driver.components
+                ],
+            },
+        }
+        _specs[key] = DriverSpec.model_validate(document)
+    return _specs[key]
+
+
+def declared_component(spec: DriverSpec, component: str) -> Component:
+    """The component ``component`` of the driver; raises ActionError naming the driver's components."""
+    try:
+        return spec.spec.component(component)
+    except KeyError:
+        names = ", ".join(c.name for c in spec.spec.components) or "none"
+        raise ActionError(
+            f'Driver {spec.metadata.name}@{spec.metadata.version} has no component "{component}"; '
+            f"its components are: {names}."
+        ) from None

@@ -1,0 +1,57 @@
+"""How the primitives reach the deployment's cluster: lightkube, with the agent's kubeconfig."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.resources.apps_v1 import Deployment, StatefulSet
+
+from styrmin_backend.actions.context import GlobalContext
+from styrmin_backend.actions.errors import ActionError
+from styrmin_backend.drivers import Component
+
+FIELD_MANAGER = "styrmin-actions"
+_WORKLOADS: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": StatefulSet}
+
+
+@asynccontextmanager
+async def kube_client() -> AsyncIterator[AsyncClient]:
+    """A client of the cluster: KUBECONFIG (the agent sets it for its actions), else in-cluster config."""
+    path = os.environ.get("KUBECONFIG")
+    try:
+        config = KubeConfig.from_file(path.split(os.pathsep)[0]) if path else KubeConfig.from_env()
+    except Exception as error:
+        raise ActionError(
+            f"The action cannot reach the cluster: no usable kubeconfig ({error}). Styrmin's agent passes "
+            "its kubeconfig in KUBECONFIG; outside the agent, set KUBECONFIG."
+        ) from None
+    client = AsyncClient(config, field_manager=FIELD_MANAGER)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def component_pod_template(
+    kube: AsyncClient, context: GlobalContext, component: Component
+) -> dict[str, Any]:
+    """The pod template of ``component``'s workload as it is in the cluster now, as a plain dict."""
+    kind = component.workload.kind
+    name = component.workload.resolved_name(context.deployment_name)
+    try:
+        workload = await kube.get(_WORKLOADS[kind], name, namespace=context.namespace)
+    except ApiError as error:
+        if error.status.code == 404:
+            raise ActionError(
+                f'Component "{component.name}" of deployment "{context.deployment_name}" has no workload: '
+                f'{kind} {name} is not in namespace "{context.namespace}". Its pod template is read from '
+                "the cluster, so read it once the chart is installed (in the setup post-hook, or during "
+                "an upgrade)."
+            ) from None
+        raise ActionError(f"Reading {kind} {name} in namespace {context.namespace} failed: {error}") from None
+    template: dict[str, Any] = (workload.to_dict().get("spec") or {}).get("template") or {}
+    return template

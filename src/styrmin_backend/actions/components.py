@@ -1,0 +1,114 @@
+"""``stop_components``, ``start_components`` and ``upgrade_deployment_version``: changes through the API.
+
+Each asks the Styrmin API for a change linked to the calling hook step (``started_by_step``), so the
+task it creates is listed under that step and shows "Started by"; then it waits for that task and
+raises with its error if it fails. The agent runs such a task while its parent still runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import styrmin
+from styrmin_backend.actions._api import styrmin_client
+from styrmin_backend.actions.context import GlobalContext
+from styrmin_backend.actions.errors import ActionError
+
+WAIT_INTERVAL_SECONDS = 0.5
+"""How often a primitive reads the task it waits for."""
+
+
+async def stop_components(components: Sequence[str], context: GlobalContext) -> styrmin.Task:
+    """Stop ``components`` of the deployment (scale their workloads to zero) and wait until they are.
+
+    Stopping stopped components is harmless: the task succeeds and changes nothing.
+
+    Returns:
+        The ended task, which succeeded.
+
+    Raises:
+        ActionError: the API refused the call, or the task failed (its error is in the message).
+    """
+    return await _set_components(components, context, running=False)
+
+
+async def start_components(components: Sequence[str], context: GlobalContext) -> styrmin.Task:
+    """Start ``components`` of the deployment again, at their configured replicas, and wait until they run.
+
+    Returns:
+        The ended task, which succeeded.
+
+    Raises:
+        ActionError: the API refused the call, or the task failed (its error is in the message).
+    """
+    return await _set_components(components, context, running=True)
+
+
+async def upgrade_deployment_version(target_version: str, context: GlobalContext) -> styrmin.Task | None:
+    """Apply the change's target now: the chart at ``target_version`` with the change's driver version.
+
+    The chart is upgraded through Helm with the deployment's configuration and the components are
+    waited for. When the deployment already runs that application and driver version, no task starts.
+
+    Returns:
+        The ended task, which succeeded; None when there was nothing to upgrade.
+
+    Raises:
+        ActionError: the API refused the call, or the task failed (its error is in the message).
+    """
+    doing = f'upgrade_deployment_version("{target_version}") of deployment "{context.deployment_name}"'
+    async with styrmin_client(context, doing) as client:
+        # A retried action whose upgrade task is still running waits for that task instead of a second one.
+        running = await _running_started_task(client, context, styrmin.TaskType.UPGRADE)
+        if running is None:
+            change = await client.deployments.upgrade(
+                context.deployment_name,
+                app_version=target_version,
+                driver_version=context.driver_version,
+                started_by_step=context.hook_step_id,
+            )
+            if change.task is None:
+                return None
+            running = change.task.id
+        return await _wait(client, running, doing)
+
+
+async def _set_components(
+    components: Sequence[str], context: GlobalContext, *, running: bool
+) -> styrmin.Task:
+    if isinstance(components, str):
+        components = [components]
+    name = "start_components" if running else "stop_components"
+    doing = f'{name}({json.dumps(list(components))}) of deployment "{context.deployment_name}"'
+    async with styrmin_client(context, doing) as client:
+        call = client.deployments.start if running else client.deployments.stop
+        change = await call(context.deployment_name, list(components), started_by_step=context.hook_step_id)
+        if change.task is None:  # the API always records a stop or start; kept for safety
+            raise ActionError(f"{doing}: the Styrmin API started no task.")
+        return await _wait(client, change.task.id, doing)
+
+
+async def _running_started_task(
+    client: styrmin.AsyncClient, context: GlobalContext, task_type: styrmin.TaskType
+) -> int | None:
+    """A task of ``task_type`` that this hook step started and that has not ended, if there is one."""
+    task = await client.tasks.get(context.task_id)
+    for step in task.steps:
+        if step.id == context.hook_step_id:
+            for started in step.started_tasks:
+                if started.type == task_type and started.status in (
+                    styrmin.TaskStatus.PENDING,
+                    styrmin.TaskStatus.RUNNING,
+                ):
+                    return started.id
+    return None
+
+
+async def _wait(client: styrmin.AsyncClient, task_id: int, doing: str) -> styrmin.Task:
+    task = await client.tasks.wait(task_id, interval=WAIT_INTERVAL_SECONDS)
+    if task.status == styrmin.TaskStatus.FAILED:
+        raise ActionError(
+            f"{doing}: task {task.id} ({task.type.value}) failed: {task.error or 'no error given'}"
+        )
+    return task
