@@ -101,6 +101,8 @@ def test_upgrade_and_watch_the_steps_turn_green_live(new_page: Any, live_server:
     expect(live).to_have_attribute("data-status", "succeeded")
     expect(live.locator(f'[data-step="{UPGRADE_HOOK}"]')).to_contain_text("Succeeded")
     expect(live.locator(".step-succeeded")).to_have_count(2)
+    history = page.locator("#history").get_by_role("row", name=re.compile(f"Upgrade #{task_id}"))
+    expect(history).to_contain_text("Succeeded")
     assert page.evaluate("window.__notReloaded") is True
     # Once the task has ended the page stops asking.
     assert live.get_attribute("hx-trigger") is None

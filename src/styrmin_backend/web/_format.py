@@ -21,16 +21,19 @@ _SECRET_KEY = re.compile(
 )
 _URL_CREDENTIALS = re.compile(r"(://[^\s/:@]+:)[^\s/@]+(@)")
 
-# Every status is told by a word and a symbol as well as a colour.
+# Every status is told by a word and a symbol as well as a colour. A task's "running" is work in
+# progress; a deployment's "running" is the healthy state.
 _ICONS = {
-    "pending": "○",
-    "running": "◐",
-    "succeeded": "✓",
-    "failed": "✗",
-    "deploying": "◐",
-    "stopped": "■",
-    "deleting": "◐",
-    "deleted": "■",
+    "task": {"pending": "○", "running": "◐", "succeeded": "✓", "failed": "✗"},
+    "deployment": {
+        "pending": "○",
+        "deploying": "◐",
+        "running": "✓",
+        "stopped": "■",
+        "failed": "✗",
+        "deleting": "◐",
+        "deleted": "■",
+    },
 }
 
 
@@ -77,9 +80,9 @@ def age(moment: datetime | None) -> str:
     return f"{int(seconds // 86400)} d ago"
 
 
-def status_icon(status: str) -> str:
-    """The symbol shown beside a status word."""
-    return _ICONS.get(str(status), "•")
+def status_icon(status: str, kind: str = "task") -> str:
+    """The symbol shown beside the status word of a task (or step) or of a deployment."""
+    return _ICONS.get(kind, {}).get(str(status), "•")
 
 
 def status_label(status: str) -> str:

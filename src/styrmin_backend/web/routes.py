@@ -280,6 +280,7 @@ def deployment_page(
             "deployment.html",
             viewer,
             deployment=row,
+            name=row.name,
             spec=spec,
             components=_views.component_views(row, spec),
             values=_views.masked_values(row),
@@ -292,6 +293,16 @@ def deployment_page(
             before=before,
             notice=_NOTICES.get(notice, ""),
         )
+
+
+@router.get("/deployments/{name}/history")
+def history_fragment(request: Request, name: str) -> HTMLResponse:
+    """The first page of the task history, polled while one of its tasks has not ended."""
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        changes.get_deployment(session, name)
+        history = tasks.list_tasks(session, deployment=name, limit=_views.HISTORY_PAGE_SIZE)
+        return render(request, "_history.html", viewer, name=name, history=history, before=None)
 
 
 def _confirm(
