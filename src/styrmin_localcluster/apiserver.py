@@ -912,11 +912,6 @@ def _spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     }
 
 
-def _without_managed_times(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = {k: v for k, v in obj.get("metadata", {}).items() if k not in ("managedFields", "resourceVersion")}
-    return dict(obj, metadata=meta)
-
-
 def _same(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """Whether a write changes nothing but managedFields timestamps (then it is not stored)."""
     if old == new:

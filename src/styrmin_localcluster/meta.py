@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -14,10 +14,6 @@ _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 def now() -> str:
     """The current time as Kubernetes writes it (RFC 3339, seconds, UTC)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def now_micro() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(text: str | None) -> float | None:
@@ -50,10 +46,6 @@ def safe_hash(text: str, length: int = 10) -> str:
     return "".join(chars)
 
 
-def labels_of(obj: dict[str, Any]) -> dict[str, str]:
-    return obj.get("metadata", {}).get("labels") or {}
-
-
 def owner_reference(owner: dict[str, Any], controller: bool = True) -> dict[str, Any]:
     meta = owner["metadata"]
     return {
@@ -64,13 +56,6 @@ def owner_reference(owner: dict[str, Any], controller: bool = True) -> dict[str,
         "controller": controller,
         "blockOwnerDeletion": True,
     }
-
-
-def controller_uid(obj: dict[str, Any]) -> str | None:
-    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
 
 
 def age(timestamp: str | None) -> str:
@@ -135,10 +120,3 @@ def set_condition(
             condition["message"] = message
         result.append(condition)
     return result
-
-
-def get_condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == ctype:
-            return dict(condition)
-    return None

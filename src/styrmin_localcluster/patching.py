@@ -278,35 +278,3 @@ def _reorder(items: list[Any], order: list[Any], merge_key: str) -> list[Any]:
         key=lambda i: keys.index(_item_key(i, merge_key)),
     )
     return ordered + [i for i in items if _item_key(i, merge_key) not in keys]
-
-
-def list_merge_key(kind: str, path: list[str]) -> str | None:
-    """The merge key of the list at `path` of an object of `kind`, if it is merged by key."""
-    fields = _fields_of(None, kind)
-    spec: Any = None
-    for index, part in enumerate(path):
-        spec = fields.get(part)
-        if index == len(path) - 1:
-            break
-        if isinstance(spec, str):
-            fields = _fields_of(spec)
-        elif isinstance(spec, tuple):
-            fields = _fields_of(spec[1])
-        else:
-            return None
-    return spec[0] if isinstance(spec, tuple) else None
-
-
-def item_fields(kind: str, path: list[str]) -> tuple[str | None, dict[str, Any]]:
-    """For SSA: (merge key of the list at `path` or None, the fields of its items or of the map)."""
-    fields = _fields_of(None, kind)
-    merge_key = None
-    for part in path:
-        spec = fields.get(part)
-        if isinstance(spec, str):
-            fields, merge_key = _fields_of(spec), None
-        elif isinstance(spec, tuple):
-            fields, merge_key = _fields_of(spec[1]), spec[0]
-        else:
-            return None, {}
-    return merge_key, fields

@@ -34,10 +34,6 @@ class ResourceType:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
-    def group_resource(self) -> str:
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    @property
     def storage_key(self) -> tuple[str, str]:
         """Objects are stored once per group and plural, whatever version they are read at."""
         return (self.group, self.plural)
@@ -180,13 +176,6 @@ class Registry:
 
     def all(self) -> list[ResourceType]:
         return list(self._types.values())
-
-    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        group, _, version = api_version.rpartition("/")
-        for rtype in self._types.values():
-            if rtype.group == group and rtype.version == version and rtype.kind == kind:
-                return rtype
-        return None
 
     def versions_of(self, group: str, plural: str) -> list[ResourceType]:
         return [t for t in self._types.values() if t.group == group and t.plural == plural]

@@ -167,14 +167,3 @@ def parse_field_selector(text: str | None) -> Callable[[dict[str, Any]], bool]:
         return all((field_value(obj, key) == value) == equal for key, equal, value in checks)
 
     return matches
-
-
-def field_selector_name(text: str | None) -> str | None:
-    """The name a field selector pins with `metadata.name=`, if it does."""
-    if not text:
-        return None
-    for part in _split_unescaped(text, ","):
-        key, sep, value = part.partition("=")
-        if key.strip() == "metadata.name" and sep and not key.endswith("!"):
-            return value.lstrip("=").strip()
-    return None
