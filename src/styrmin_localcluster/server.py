@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import socket
 from collections.abc import Callable, Iterator
@@ -92,8 +93,9 @@ class ClusterServer:
         if path.exists():
             return path.read_text().strip()
         token = secrets.token_urlsafe(32)
-        path.write_text(token)
-        path.chmod(0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token)
         return token
 
     def _mark_dirty(self) -> None:
