@@ -45,6 +45,27 @@ TEST_ACTIONS = textwrap.dedent(
 
 
     @flow
+    async def checks_token(context: GlobalContext) -> None:
+        import os
+        from pathlib import Path
+
+        import httpx
+
+        token = os.environ["STYRMIN_TOKEN"]
+        me = httpx.get(f"{context.api_url}/api/v1/whoami", headers={"Authorization": f"Bearer {token}"})
+        if me.json().get("username") != "styrmin-actions":
+            raise RuntimeError(f"the token does not work during the run: {me.text}")
+        Path(context.configuration.values["token_file"]).write_text(token)
+
+
+    @flow
+    async def sleeps(context: GlobalContext) -> None:
+        import asyncio
+
+        await asyncio.sleep(120)
+
+
+    @flow
     async def fails(context: GlobalContext) -> None:
         raise RuntimeError("Migration 0042 failed: table users is locked")
 

@@ -31,9 +31,10 @@ def step_names(task: dict[str, Any]) -> list[str]:
 def test_create_runs_setup_pre_install_post_and_revokes_the_token(stack: Stack, deployment_name: str) -> None:
     stack.push(
         "1.1.0",
-        [action("pre", "setup", "pre", "announce"), action("post", "setup", "post", "announce")],
+        [action("pre", "setup", "pre", "announce"), action("post", "setup", "post", "checks_token")],
     )
-    task = create(stack, deployment_name, "1.1.0")
+    token_file = stack.tmp / f"{deployment_name}.token"
+    task = create(stack, deployment_name, "1.1.0", configuration={"values": {"token_file": str(token_file)}})
     assert task["status"] == "succeeded", task
     assert step_names(task) == [
         hook_step_name(Hook.SETUP, Mode.PRE),
@@ -48,6 +49,8 @@ def test_create_runs_setup_pre_install_post_and_revokes_the_token(stack: Stack, 
     assert record["spec"]["revision"] == 1 and record["spec"]["appVersion"] == "1.0.0"
     shown = stack.http.get(f"/api/v1/deployments/{deployment_name}").json()
     assert (shown["status"], shown["running_app_version"]) == ("running", "1.0.0")
+    token = token_file.read_text()  # the action checked that it worked during the run
+    assert stack.http.get("/api/v1/whoami", headers={"Authorization": f"Bearer {token}"}).status_code == 401
 
 
 def test_a_mode_without_actions_records_no_step_but_the_upgrade_hook_always_runs(

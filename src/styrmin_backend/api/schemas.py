@@ -177,6 +177,10 @@ class DeploymentCreateRequest(Strict):
         default=None, description="Default: the driver's application version."
     )
     configuration: ConfigurationIn = Field(default_factory=ConfigurationIn)
+    cluster: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
+        default="local",
+        description="The cluster the deployment runs in; that cluster's agent carries out its changes.",
+    )
 
 
 class UpgradeRequest(Strict):

@@ -49,6 +49,15 @@ def check_namespace(namespace: str) -> None:
         )
 
 
+def check_cluster_name(cluster: str) -> None:
+    """Raise InvalidInput unless ``cluster`` is a valid cluster name (as agents are registered)."""
+    if not _NAMESPACE.fullmatch(cluster):
+        raise InvalidInput(
+            f'"{cluster}" is not a valid cluster name; use lower-case letters, digits or "-".',
+            field="cluster",
+        )
+
+
 def next_revision(current: int) -> int:
     """The revision the next change of a deployment gets: revisions only grow."""
     return current + 1

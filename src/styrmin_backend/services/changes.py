@@ -10,7 +10,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
-from styrmin_backend.domain.deployments import DeploymentStatus, check_deployment_name, check_namespace
+from styrmin_backend.domain.deployments import (
+    DeploymentStatus,
+    check_cluster_name,
+    check_deployment_name,
+    check_namespace,
+)
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound, Refused
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services.drivers import DriverInfo, get_driver_info
@@ -86,6 +91,7 @@ def create_deployment(
     """Record a deployment and its create change; the agent installs it."""
     check_deployment_name(name)
     check_namespace(namespace)
+    check_cluster_name(cluster)
     driver = get_driver_info(session, driver_name, driver_version)
     _check_configuration(driver, configuration)
     existing = session.scalars(select(DeploymentRow).where(DeploymentRow.name == name)).one_or_none()

@@ -51,6 +51,7 @@ def create_deployment(body: DeploymentCreateRequest, db: Db, principal: Writer) 
             driver_version=body.driver_version,
             app_version=body.app_version,
             configuration=body.configuration.to_domain(),
+            cluster=body.cluster,
         )
     )
 
