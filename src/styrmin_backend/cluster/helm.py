@@ -38,7 +38,13 @@ class HelmReleases:
                 config.upgrade(chart, release, values, namespace=namespace, timeout=timeout, wait="watcher")
             else:
                 config.install(
-                    chart, release, values, namespace=namespace, timeout=timeout, wait="watcher", create_namespace=True
+                    chart,
+                    release,
+                    values,
+                    namespace=namespace,
+                    timeout=timeout,
+                    wait="watcher",
+                    create_namespace=True,
                 )
         finally:
             config.close()

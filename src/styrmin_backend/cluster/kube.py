@@ -87,7 +87,9 @@ class ClusterAccess:
             await self._client.create(Namespace(metadata=ObjectMeta(name=namespace)))
         except ApiError as error:
             if error.status.code != 409:
-                raise ClusterError(f"Could not create namespace {namespace}: {error.status.message}") from error
+                raise ClusterError(
+                    f"Could not create namespace {namespace}: {error.status.message}"
+                ) from error
 
     async def write_styrmin_deployment(
         self, namespace: str, name: str, spec: dict[str, Any], revision: int
@@ -113,7 +115,9 @@ class ClusterAccess:
                     name=name,
                     namespace=namespace,
                     labels={"app.kubernetes.io/managed-by": "styrmin"},
-                    resourceVersion=current.metadata.resourceVersion if current and current.metadata else None,
+                    resourceVersion=current.metadata.resourceVersion
+                    if current and current.metadata
+                    else None,
                 ),
                 spec={**spec, "revision": revision},
             )
@@ -151,7 +155,9 @@ class ClusterAccess:
         try:
             return await self._client.get(_WORKLOADS[kind], name, namespace=namespace)
         except ApiError as error:
-            raise ClusterError(f"{kind} {namespace}/{name} could not be read: {error.status.message}") from error
+            raise ClusterError(
+                f"{kind} {namespace}/{name} could not be read: {error.status.message}"
+            ) from error
 
     async def scale(self, namespace: str, kind: str, name: str, replicas: int) -> None:
         """Set a workload's replicas through its scale subresource."""
@@ -159,7 +165,9 @@ class ClusterAccess:
         try:
             await self._client.patch(_WORKLOADS[kind], name, patch, namespace=namespace)
         except ApiError as error:
-            raise ClusterError(f"Could not scale {kind} {namespace}/{name}: {error.status.message}") from error
+            raise ClusterError(
+                f"Could not scale {kind} {namespace}/{name}: {error.status.message}"
+            ) from error
 
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
         """Wait until a workload has exactly ``replicas`` ready (and, for 0, no replicas left)."""

@@ -153,7 +153,10 @@ def end_step(step_id: IdParam, body: StepEndRequest, db: Db, agent: Agent) -> St
     responses={200: {"content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}}}},
 )
 def download_driver(
-    name: Annotated[str, Path(max_length=64)], version: Annotated[str, Path(max_length=64)], db: Db, agent: Agent
+    name: Annotated[str, Path(max_length=64)],
+    version: Annotated[str, Path(max_length=64)],
+    db: Db,
+    agent: Agent,
 ) -> Response:
     """A driver version's .tar.gz for the agent (its checksum is in the ETag)."""
     row = drivers.get_driver_row(db, name, version)
