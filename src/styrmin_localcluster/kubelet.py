@@ -743,6 +743,10 @@ class Kubelet:
     async def _run_container(self, run: _PodRun, container: _Container) -> None:
         while True:
             if container.image_entry is not None and container.image_entry.run == "placeholder":
+                # An idle container writes nothing: its log exists and stays empty.
+                log_file = self.log_path(run.directory, container.name, container.restart_count)
+                log_file.parent.mkdir(parents=True, exist_ok=True)
+                log_file.touch()
                 container.state = {"running": {"startedAt": now()}}
                 container.started = True
                 container.ready = True

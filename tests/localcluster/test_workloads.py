@@ -232,6 +232,7 @@ def test_placeholder_images_are_running_and_ready_without_a_process(client: Clie
     pod = next(iter(client.list(Pod, namespace=namespace)))
     state = pod.status.containerStatuses[0]
     assert state.ready and state.state.running is not None
+    assert list(client.log(pod.metadata.name, namespace=namespace)) == []
 
 
 # --- StatefulSets ---------------------------------------------------------------------------------
