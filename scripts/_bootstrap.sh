@@ -17,3 +17,11 @@ ensure_postgres() {
     return 1
   fi
 }
+
+# The web UI's tests drive Debian's Chromium through Playwright (no browser download).
+ensure_chromium() {
+  if [ ! -x /usr/bin/chromium ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  fi
+}
