@@ -8,7 +8,7 @@ from .apiserver import PODS
 from .controller import Controller
 from .errors import ApiError
 from .events import record_event
-from .workloads import is_active, is_available, is_ready, new_pod, owned, pod_type, template_hash
+from .workloads import delete_pod, is_active, is_available, is_ready, new_pod, owned, pod_type, template_hash
 
 DAEMONSETS = ("apps", "daemonsets")
 REVISION_LABEL = "controller-revision-hash"
@@ -27,7 +27,7 @@ class DaemonSetController(Controller):
         current = [p for p in pods if (p["metadata"].get("labels") or {}).get(REVISION_LABEL) == revision]
         for pod in pods:
             if pod not in current and (spec.get("updateStrategy") or {}).get("type") != "OnDelete":
-                self._delete(pod)
+                delete_pod(self.api, pod)
         if not pods or (not current and (spec.get("updateStrategy") or {}).get("type") != "OnDelete"):
             pod = new_pod(
                 ds,
@@ -68,10 +68,3 @@ class DaemonSetController(Controller):
             status["numberUnavailable"] = 1
         self.api.write_status(DAEMONSETS, ds, status)
         return None
-
-    def _delete(self, pod: dict[str, Any]) -> None:
-        try:
-            self.api.delete(pod_type(self.api), pod["metadata"]["namespace"], pod["metadata"]["name"])
-        except ApiError as exc:
-            if exc.code != 404:
-                raise

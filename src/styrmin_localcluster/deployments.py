@@ -13,6 +13,7 @@ from .events import record_event
 from .meta import owner_reference, parse_time, set_condition
 from .store import clone
 from .workloads import (
+    delete_pod,
     is_active,
     is_available,
     is_ready,
@@ -44,7 +45,7 @@ class ReplicaSetController(Controller):
             if (pod.get("status") or {}).get("phase") == "Failed" and not pod["metadata"].get(
                 "deletionTimestamp"
             ):
-                self._delete_pod(pod)
+                delete_pod(self.api, pod)
         if len(active) < desired:
             for _ in range(desired - len(active)):
                 pod = new_pod(rs, spec.get("template") or {}, {}, generate_name=f"{name}-")
@@ -76,7 +77,7 @@ class ReplicaSetController(Controller):
             )
             doomed = sorted(ranked[: len(active) - desired], key=lambda p: p["metadata"]["name"])
             for pod in doomed:
-                self._delete_pod(pod)
+                delete_pod(self.api, pod)
                 record_event(
                     self.api,
                     rs,
@@ -99,13 +100,6 @@ class ReplicaSetController(Controller):
         status = {k: v for k, v in status.items() if v or k in ("replicas", "observedGeneration")}
         self.api.write_status(REPLICASETS, rs, status)
         return float(min_ready) if ready > available else None
-
-    def _delete_pod(self, pod: dict[str, Any]) -> None:
-        try:
-            self.api.delete(pod_type(self.api), pod["metadata"]["namespace"], pod["metadata"]["name"])
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
 
 
 class DeploymentController(Controller):

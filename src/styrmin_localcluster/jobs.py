@@ -17,7 +17,7 @@ from .errors import ApiError
 from .events import record_event
 from .meta import now, parse_time, set_condition
 from .store import Event
-from .workloads import is_ready, new_pod, owned, pod_type
+from .workloads import delete_pod, is_ready, new_pod, owned, pod_type
 
 JOBS = ("batch", "jobs")
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
@@ -112,7 +112,7 @@ class JobController(Controller):
         if finished is None:
             if spec.get("suspend"):
                 for pod in active:
-                    self._delete_pod(pod)
+                    delete_pod(self.api, pod)
                 conditions = set_condition(
                     conditions, "Suspended", "True", "JobSuspended", "Job suspended", probe_time=True
                 )
@@ -145,7 +145,7 @@ class JobController(Controller):
                 )
                 if failure is not None:
                     for pod in active:
-                        self._delete_pod(pod)
+                        delete_pod(self.api, pod)
                     conditions = set_condition(
                         conditions, "FailureTarget", "True", failure[0], failure[1], probe_time=True
                     )
@@ -156,7 +156,7 @@ class JobController(Controller):
                     active = []
                 elif done:
                     for pod in active:
-                        self._delete_pod(pod)
+                        delete_pod(self.api, pod)
                     conditions = set_condition(
                         conditions,
                         "SuccessCriteriaMet",
@@ -211,7 +211,7 @@ class JobController(Controller):
         finished = job_finished(self.api.store.get(JOBS, namespace, name) or job)
         if finished is not None:
             for pod in active:
-                self._delete_pod(pod)
+                delete_pod(self.api, pod)
             return self._expire(job, requeue)
         return requeue
 
@@ -262,10 +262,3 @@ class JobController(Controller):
             "job-controller",
         )
         return created
-
-    def _delete_pod(self, pod: dict[str, Any]) -> None:
-        try:
-            self.api.delete(pod_type(self.api), pod["metadata"]["namespace"], pod["metadata"]["name"])
-        except ApiError as exc:
-            if exc.code != 404:
-                raise

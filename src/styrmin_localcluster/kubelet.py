@@ -505,11 +505,8 @@ class Kubelet:
                 )
             if run.restart_policy != "Always":
                 return False
-            try:
-                await asyncio.wait_for(run.terminating.wait(), RETRY_SECONDS)
+            if await _terminated_within(run, RETRY_SECONDS):
                 return False
-            except TimeoutError:
-                continue
 
     # --- containers ------------------------------------------------------------------------------
 
@@ -522,11 +519,9 @@ class Kubelet:
                 ref = source.get(ref_key)
                 if ref is None:
                     continue
-                obj = self.api.store.get(("", kind), namespace, ref.get("name", ""))
+                obj = self._config_source(kind, namespace, ref)
                 if obj is None:
-                    if ref.get("optional"):
-                        continue
-                    raise ContainerConfigError(f'{kind[:-1]} "{ref.get("name")}" not found')
+                    continue
                 for key, value in self._data_of(kind, obj).items():
                     env[prefix + key] = value
         for entry in container.spec.get("env") or []:
@@ -539,6 +534,13 @@ class Kubelet:
             if value is not None:
                 env[name] = value
         return env
+
+    def _config_source(self, kind: str, namespace: str, ref: dict[str, Any]) -> dict[str, Any] | None:
+        """The ConfigMap or Secret a reference names; None when it is missing but optional."""
+        obj = self.api.store.get(("", kind), namespace, ref.get("name", ""))
+        if obj is None and not ref.get("optional"):
+            raise ContainerConfigError(f'{kind[:-1]} "{ref.get("name")}" not found')
+        return obj
 
     def _data_of(self, kind: str, obj: dict[str, Any]) -> dict[str, str]:
         import base64
@@ -560,11 +562,9 @@ class Kubelet:
             ref = source.get(ref_key)
             if ref is None:
                 continue
-            obj = self.api.store.get(("", kind), namespace, ref.get("name", ""))
+            obj = self._config_source(kind, namespace, ref)
             if obj is None:
-                if ref.get("optional"):
-                    return None
-                raise ContainerConfigError(f'{kind[:-1]} "{ref.get("name")}" not found')
+                return None
             data = self._data_of(kind, obj)
             if ref.get("key") not in data:
                 if ref.get("optional"):
@@ -678,11 +678,9 @@ class Kubelet:
                     }
                     self._write_status(run)
                     record_event(self.api, pod, "Warning", "Failed", f"Error: {exc}", "kubelet")
-                try:
-                    await asyncio.wait_for(run.terminating.wait(), RETRY_SECONDS)
+                if await _terminated_within(run, RETRY_SECONDS):
                     return None
-                except TimeoutError:
-                    continue
+                continue
             log_file = self.log_path(run.directory, container.name, container.restart_count)
             log_file.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -790,11 +788,7 @@ class Kubelet:
                 f"{container.name} in pod {run.name}_{run.namespace}({run.uid})",
                 "kubelet",
             )
-        try:
-            await asyncio.wait_for(run.terminating.wait(), delay)
-            return False
-        except TimeoutError:
-            return True
+        return not await _terminated_within(run, delay)
 
     async def _run_once(self, run: _PodRun, container: _Container) -> int | None:
         """Run the container's process until it exits; its exit code, or None when it never started."""
@@ -1042,6 +1036,15 @@ class Kubelet:
             )
 
         return path, running
+
+
+async def _terminated_within(run: _PodRun, seconds: float) -> bool:
+    """Wait up to `seconds`; True as soon as the pod is being terminated."""
+    try:
+        await asyncio.wait_for(run.terminating.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _die_with_cluster() -> None:

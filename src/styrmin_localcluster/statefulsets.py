@@ -11,7 +11,7 @@ from .errors import ApiError
 from .events import record_event
 from .meta import owner_reference
 from .store import clone
-from .workloads import is_active, is_available, is_ready, new_pod, owned, pod_type, template_hash
+from .workloads import delete_pod, is_active, is_available, is_ready, new_pod, owned, pod_type, template_hash
 
 STATEFULSETS = ("apps", "statefulsets")
 PVCS = ("", "persistentvolumeclaims")
@@ -46,7 +46,7 @@ class StatefulSetController(Controller):
             if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded") and not pod["metadata"].get(
                 "deletionTimestamp"
             ):
-                self._delete(pod)
+                delete_pod(self.api, pod)
         pods = {_ordinal(p, name): p for p in owned(self.api, sts, PODS)}
         # Create the missing ordinals: in order, each once the ones before it are ready (OrderedReady).
         for ordinal in range(desired):
@@ -95,7 +95,7 @@ class StatefulSetController(Controller):
         for ordinal in extra:
             pod = pods[ordinal]
             if not pod["metadata"].get("deletionTimestamp"):
-                self._delete(pod)
+                delete_pod(self.api, pod)
                 record_event(
                     self.api,
                     sts,
@@ -126,7 +126,7 @@ class StatefulSetController(Controller):
                 reverse=True,
             )
             if outdated:
-                self._delete(live[outdated[0]])
+                delete_pod(self.api, live[outdated[0]])
         pods = {_ordinal(p, name): p for p in owned(self.api, sts, PODS)}
         active = [p for p in pods.values() if is_active(p)]
         updated = sum(
@@ -191,10 +191,3 @@ class StatefulSetController(Controller):
             claim.setdefault("spec", {}).setdefault("volumeName", f"pvc-{claim_name}")
             with contextlib.suppress(ApiError):
                 self.api.create(self.api.type_for(PVCS), meta["namespace"], claim)
-
-    def _delete(self, pod: dict[str, Any]) -> None:
-        try:
-            self.api.delete(pod_type(self.api), pod["metadata"]["namespace"], pod["metadata"]["name"])
-        except ApiError as exc:
-            if exc.code != 404:
-                raise

@@ -358,6 +358,17 @@ def _without(spec: dict[str, Any], paths: list[str]) -> dict[str, Any]:
     return result
 
 
+_STATEFULSET_MUTABLE = (
+    "replicas",
+    "template",
+    "updateStrategy",
+    "persistentVolumeClaimRetentionPolicy",
+    "minReadySeconds",
+    "ordinals",
+    "revisionHistoryLimit",
+)
+
+
 def validate_update(key: tuple[str, str], old: dict[str, Any], new: dict[str, Any]) -> Causes:
     """Checks that compare the new object with the stored one: fields Kubernetes makes immutable."""
     causes: Causes = []
@@ -370,34 +381,8 @@ def validate_update(key: tuple[str, str], old: dict[str, Any], new: dict[str, An
         if old_spec.get("selector") != new_spec.get("selector"):
             causes.append(("spec.selector", f"Invalid value: {new_spec.get('selector')}: field is immutable"))
     elif key == ("apps", "statefulsets"):
-        fixed = {
-            k: v
-            for k, v in old_spec.items()
-            if k
-            not in (
-                "replicas",
-                "template",
-                "updateStrategy",
-                "persistentVolumeClaimRetentionPolicy",
-                "minReadySeconds",
-                "ordinals",
-                "revisionHistoryLimit",
-            )
-        }
-        changed = {
-            k: v
-            for k, v in new_spec.items()
-            if k
-            not in (
-                "replicas",
-                "template",
-                "updateStrategy",
-                "persistentVolumeClaimRetentionPolicy",
-                "minReadySeconds",
-                "ordinals",
-                "revisionHistoryLimit",
-            )
-        }
+        fixed = {k: v for k, v in old_spec.items() if k not in _STATEFULSET_MUTABLE}
+        changed = {k: v for k, v in new_spec.items() if k not in _STATEFULSET_MUTABLE}
         if fixed != changed:
             causes.append(
                 (

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from .apiserver import PODS, ApiServer
+from .errors import ApiError
 from .meta import owner_reference, parse_time, safe_hash
 from .store import clone
 
@@ -107,3 +108,12 @@ def resolve_int_or_percent(value: Any, total: int, round_up: bool) -> int:
 
 def pod_type(api: ApiServer) -> Any:
     return api.type_for(PODS)
+
+
+def delete_pod(api: ApiServer, pod: dict[str, Any]) -> None:
+    """Delete a pod a controller no longer wants; one already gone is fine."""
+    try:
+        api.delete(pod_type(api), pod["metadata"]["namespace"], pod["metadata"]["name"])
+    except ApiError as exc:
+        if exc.code != 404:
+            raise
