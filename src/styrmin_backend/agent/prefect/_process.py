@@ -1,0 +1,162 @@
+"""A runner process: imports Prefect ahead of time, then runs ONE action as a flow run and exits.
+
+Started by the agent's pool as ``python -m styrmin_backend.agent.prefect._process FD AGENT_PID``,
+where FD is the pipe it writes its messages to (see ``_protocol``). Each process serves a single action, so
+whatever the action does to its process (``sys.exit``, a segfault, a leaked thread, changed globals)
+ends with it and never reaches the agent or another action.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import inspect
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from styrmin_backend.agent.prefect import _protocol
+
+
+class _Channel:
+    """The write end of the message pipe, safe to use from the threads a flow run logs from."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+
+    def send(self, kind: str, **fields: Any) -> None:
+        data = _protocol.encode(kind, **fields)
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+
+
+def _die_with_the_agent(agent_pid: int) -> None:
+    """Ask Linux to kill this process when the agent dies, so no action outlives the agent that ran it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the agent's process group kill still applies
+        pass
+    if os.getppid() != agent_pid:  # the agent died before prctl took effect
+        os._exit(1)
+
+
+def _warm_up() -> None:
+    """Import and exercise, before any job arrives, what a flow run would otherwise load lazily."""
+    import fastapi.encoders  # noqa: F401  (imported by Flow.serialize_parameters on first use)
+    import prefect.flow_engine  # noqa: F401
+    from prefect import flow
+
+    from styrmin_backend.actions import GlobalContext  # what every action imports
+
+    def _warm(context: Any = None) -> None:
+        """Never run: only its parameters are validated and serialised, to build pydantic's schemas."""
+
+    # Set here, not written as an annotation: this module's annotations are strings that pydantic
+    # would have to resolve in the function's globals.
+    _warm.__annotations__ = {"context": GlobalContext | None, "return": None}
+    warm = flow(_warm)
+    warm.serialize_parameters(warm.validate_parameters({"context": None}))
+
+
+def _accepted(function: Any, parameters: dict[str, Any]) -> dict[str, Any]:
+    """The parameters that ``function`` accepts: by name, or all of them when it takes ``**kwargs``."""
+    signature = inspect.signature(function)
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in signature.parameters.values()):
+        return dict(parameters)
+    return {name: value for name, value in parameters.items() if name in signature.parameters}
+
+
+async def _end_message(state: Any) -> dict[str, Any]:
+    """The ``end`` message for the flow run's final state."""
+    if state.is_completed():
+        return {"succeeded": True, "state": state.type.value}
+    error = state.message or f"The flow run ended {state.name}."
+    if state.is_failed():
+        result = state.result(raise_on_failure=False)
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, BaseException):
+            error = str(result) or type(result).__name__
+    return {"succeeded": False, "state": state.type.value, "error": error}
+
+
+async def _run(job: dict[str, Any], channel: _Channel) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.flow_engine import run_flow
+    from prefect.states import Pending
+
+    from styrmin_backend.drivers.loading import ActionLoadError, load_action_flow
+
+    try:
+        action = load_action_flow(Path(job["driver_dir"]), job["location"])
+    except ActionLoadError as exc:
+        channel.send(_protocol.END, succeeded=False, state=None, error=str(exc), load_error=True)
+        return
+    parameters = _accepted(action.fn, job["parameters"])
+    flow_run = await get_client().create_flow_run(
+        action,
+        name=job.get("flow_run_name"),
+        parameters=action.serialize_parameters(parameters),
+        tags=job.get("tags") or [],
+        state=Pending(),
+    )
+    channel.send(_protocol.FLOW_RUN, id=str(flow_run.id), name=flow_run.name)
+    state: Any
+    if action.isasync:
+        state = run_flow(action, flow_run=flow_run, parameters=parameters, return_type="state")
+        state = await state
+    else:
+        # In a thread, which gets a copy of this task's context and so the clients opened in main.
+        state = await asyncio.to_thread(
+            run_flow, action, flow_run=flow_run, parameters=parameters, return_type="state"
+        )
+    channel.send(_protocol.END, **await _end_message(state))
+
+
+async def _main(channel: _Channel) -> int:
+    from prefect.context import AsyncClientContext, SettingsContext, SyncClientContext, get_settings_context
+    from prefect.logging.handlers import set_api_log_sink
+
+    _warm_up()
+    # Heartbeats would only tell the server that this process is alive, which the agent watches
+    # itself; and the sync engine's heartbeat thread costs ~1 s at the end of every run.
+    settings_context = get_settings_context()
+    settings = settings_context.settings.copy_with_update(updates={"flows.heartbeat_frequency": None})
+    # The flow run's engine uses these clients instead of opening its own: a new client costs ~40 ms
+    # (its SSL context loads the CA bundle) and an API version check.
+    with (
+        SettingsContext(profile=settings_context.profile, settings=settings),
+        SyncClientContext.get_or_create(),
+    ):
+        async with AsyncClientContext.get_or_create():
+            channel.send(_protocol.READY, pid=os.getpid())
+            line = await asyncio.to_thread(sys.stdin.buffer.readline)
+            if not line:  # the pool closed without using this process
+                return 0
+            job = _protocol.decode(line)
+            # The job's env (STYRMIN_TOKEN, STYRMIN_URL, ...) reaches the action only through this
+            # process's environment: never through the flow run's parameters or logs.
+            os.environ.update(job["env"])
+            # The agent sends each log record to the Prefect server: it still has them if this
+            # process is killed, so a crashed run's logs are complete when it reads them.
+            set_api_log_sink(lambda log: channel.send(_protocol.LOG, log=log))
+            await _run(job, channel)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    channel = _Channel(int(argv[1]))
+    _die_with_the_agent(int(argv[2]))
+    return asyncio.run(_main(channel))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

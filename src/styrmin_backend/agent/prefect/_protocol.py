@@ -1,0 +1,32 @@
+"""Messages between the agent and a runner process: one JSON object per line.
+
+The agent writes one job on the process's stdin. The process writes its messages on a pipe of its own
+(not stdout, which the action may print to), in this order: ``ready`` once Prefect is imported;
+``flow_run`` once the action's flow run exists on the Prefect server; any number of ``log`` (each
+record the flow run logs, for the agent to send to the Prefect server); ``end`` with the outcome.
+A process that ends without ``end`` has crashed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+READY: Final = "ready"
+FLOW_RUN: Final = "flow_run"
+LOG: Final = "log"
+END: Final = "end"
+
+MESSAGE_LIMIT: Final = 8 * 1024 * 1024
+"""Longest message line the agent reads; a Prefect log record is at most 1 MB by default."""
+
+
+def encode(kind: str, **fields: Any) -> bytes:
+    """One message as a JSON line."""
+    return json.dumps({"kind": kind, **fields}, separators=(",", ":")).encode() + b"\n"
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    """The message of one JSON line."""
+    message: dict[str, Any] = json.loads(line)
+    return message

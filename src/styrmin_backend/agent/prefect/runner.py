@@ -1,0 +1,398 @@
+"""Run a driver's action as a Prefect flow run, isolated in a process of its own.
+
+Each action runs in a runner process from a pool of pre-started ones (see ``_pool``), as a flow run
+recorded on the Prefect server, so the Prefect UI shows it with its logs. Whatever the action does
+(raise, ``sys.exit``, get killed, run too long), the agent gets an ``ActionOutcome`` and goes on.
+
+The action's environment (``STYRMIN_TOKEN``, ``STYRMIN_URL``, ...) reaches it only through its
+process's environment: the job pipe carries it, never a Prefect parameter, job variable or log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from styrmin_backend.agent.prefect import _protocol
+from styrmin_backend.agent.prefect._pool import RunnerPool, RunnerProcess, RunnerProcessError
+from styrmin_backend.domain.redaction import redact
+
+logger = logging.getLogger(__name__)
+
+_LOG_SHIP_INTERVAL = 0.5
+"""Seconds between two sends of a running action's logs to the Prefect server."""
+_LOG_BATCH_BYTES = 2 * 1024 * 1024
+_CRASH_EXIT_GRACE = 5.0
+"""How long a process that stopped reporting may take to exit before it is killed."""
+_SECRET_ENV_NAME = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL", re.IGNORECASE)
+_AGENT_ONLY_ENV_PREFIXES = ("STYRMIN_", "PREFECT__")
+"""The agent's own Styrmin settings (its key among them) and Prefect's per-run variables stay out of
+every action's environment; an action gets the STYRMIN_* variables its job gives it."""
+
+
+@dataclass(frozen=True)
+class ActionOutcome:
+    """How an action's run ended.
+
+    Attributes:
+        succeeded: whether the action's flow run completed.
+        error: why it did not, as the hook step shows it (secrets redacted); None when it succeeded.
+        flow_run_id: the Prefect flow run, to record on the step; None when the action could not even
+            be loaded, so no flow run started.
+        duration: seconds from the request to the outcome.
+    """
+
+    succeeded: bool
+    error: str | None
+    flow_run_id: str | None
+    duration: float
+
+
+def _exit_description(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown signal"
+        return f"was killed by signal {-returncode} ({name})"
+    if returncode == 0:
+        return "exited before its flow run ended"
+    return f"exited with code {returncode}"
+
+
+def _secrets_of(env: Mapping[str, str]) -> set[str]:
+    """The values of ``env`` that must not appear in an error: the token and anything named like a secret."""
+    return {value for name, value in env.items() if value and _SECRET_ENV_NAME.search(name)}
+
+
+class _LogShipper:
+    """Sends the log records of one flow run to the Prefect server, in batches, in order."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._pending: list[dict[str, Any]] = []
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.Task[None] | None = None
+
+    def add(self, log: dict[str, Any]) -> None:
+        log.pop("__payload_size__", None)
+        self._pending.append(log)
+        if self._timer is None or self._timer.done():
+            self._timer = asyncio.create_task(self._send_later())
+
+    async def _send_later(self) -> None:
+        await asyncio.sleep(_LOG_SHIP_INTERVAL)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Send every record received so far; returns once the server has them."""
+        async with self._lock:
+            pending, self._pending = self._pending, []
+            batch: list[dict[str, Any]] = []
+            size = 0
+            for log in pending:
+                batch.append(log)
+                size += len(log.get("message") or "") + 200
+                if size >= _LOG_BATCH_BYTES:
+                    await self._send(batch)
+                    batch, size = [], 0
+            await self._send(batch)
+
+    async def _send(self, batch: list[dict[str, Any]]) -> None:
+        if not batch:
+            return
+        try:
+            await self._client.create_logs(batch)
+        except Exception as exc:  # the run goes on; only the Prefect UI misses these lines
+            logger.warning("Could not send %d log lines to the Prefect server: %s", len(batch), exc)
+
+    async def close(self) -> None:
+        await self.flush()
+        if self._timer is not None:
+            self._timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer
+
+
+class _ActionRun:
+    """The agent's side of one action's run: the messages of its process and what they mean."""
+
+    def __init__(self, process: RunnerProcess, client: Any, location: str) -> None:
+        self.process = process
+        self.client = client
+        self.location = location
+        self.logs = _LogShipper(client)
+        self.flow_run_id: str | None = None
+        self.end: dict[str, Any] | None = None
+
+    async def follow(self) -> None:
+        """Read messages until the process reports its outcome or its pipe closes."""
+        while self.end is None:
+            message = await self.process.next_message()
+            if message is None:
+                return
+            self._take(message)
+
+    async def drain(self) -> None:
+        """Read what the process still sends (log records) until it exits."""
+        while (message := await self.process.next_message()) is not None:
+            self._take(message)
+
+    def _take(self, message: dict[str, Any]) -> None:
+        kind = message["kind"]
+        if kind == _protocol.LOG:
+            self.logs.add(message["log"])
+        elif kind == _protocol.FLOW_RUN:
+            self.flow_run_id = message["id"]
+        elif kind == _protocol.END:
+            self.end = message
+
+    async def set_final_state(self, state: Any) -> str | None:
+        """Set ``state`` on the flow run unless it already ended; return the message of its final state."""
+        if self.flow_run_id is None:
+            return None
+        flow_run = await self.client.read_flow_run(uuid.UUID(self.flow_run_id))
+        if flow_run.state is not None and flow_run.state.is_final():
+            message: str | None = flow_run.state.message
+            return message
+        await self.client.set_flow_run_state(uuid.UUID(self.flow_run_id), state, force=True)
+        return str(state.message)
+
+    async def first_error_line(self) -> str | None:
+        """The first line of the first ERROR record of the flow run, as the Prefect server stores it."""
+        from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId, LogFilterLevel
+        from prefect.client.schemas.sorting import LogSort
+
+        if self.flow_run_id is None:
+            return None
+        logs = await self.client.read_logs(
+            LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[uuid.UUID(self.flow_run_id)]),
+                level=LogFilterLevel(ge_=logging.ERROR),
+            ),
+            sort=LogSort.TIMESTAMP_ASC,
+            limit=1,
+            offset=0,
+        )
+        if not logs:
+            return None
+        lines = [line.strip() for line in logs[0].message.splitlines() if line.strip()]
+        return lines[0] if lines else None
+
+
+class ActionRunner:
+    """Runs driver actions as Prefect flow runs, each in a pre-started process of its own.
+
+    Use it as an async context manager, or call ``start`` and ``close``::
+
+        async with ActionRunner(api_url=server.api_url) as runner:
+            outcome = await runner.run_action(driver_dir, "actions.py::upgrade", parameters, env, 600)
+
+    Args:
+        api_url: the Prefect server's API URL; default: ``PREFECT_API_URL``.
+        pool_size: how many runner processes to keep started ahead (each uses ~100 MB); actions beyond
+            that many at once wait for a process to start (2-3 s).
+        python: the interpreter of the runner processes; it must import styrmin_backend and Prefect.
+    """
+
+    def __init__(
+        self, api_url: str | None = None, *, pool_size: int = 2, python: str = sys.executable
+    ) -> None:
+        from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_KEY, PREFECT_API_URL
+
+        api_url = api_url or PREFECT_API_URL.value()
+        if not api_url:
+            raise ValueError(
+                "No Prefect server to run actions on: set PREFECT_API_URL to its API URL "
+                "(http://HOST:4200/api), or start a local Prefect server."
+            )
+        self.api_url: str = api_url
+        self._api_key = PREFECT_API_KEY.value()
+        self._auth_string = PREFECT_API_AUTH_STRING.value()
+        env = {
+            name: value for name, value in os.environ.items() if not name.startswith(_AGENT_ONLY_ENV_PREFIXES)
+        }
+        env |= {"PREFECT_API_URL": api_url, "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore"}
+        self._pool = RunnerPool(pool_size, env, python)
+        self._client: Any = None
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Connect to the Prefect server and start the pool's processes (they get ready in 2-3 s)."""
+        from prefect.client.orchestration import PrefectClient
+
+        client = PrefectClient(self.api_url, api_key=self._api_key, auth_string=self._auth_string)
+        self._client = await client.__aenter__()
+        self._pool.fill()
+
+    async def wait_until_ready(self) -> None:
+        """Wait until the pool's processes are all started, so the next actions start at once."""
+        await self._pool.wait_until_full()
+
+    async def close(self) -> None:
+        """Stop the spare processes; wait for the work of ended runs (their last logs) to finish."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        await self._pool.close()
+        if self._client is not None:
+            await self._client.__aexit__(None, None, None)
+            self._client = None
+
+    async def __aenter__(self) -> ActionRunner:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def run_action(
+        self,
+        driver_dir: Path,
+        location: str,
+        parameters: Mapping[str, Any],
+        env: Mapping[str, str],
+        timeout: float,
+        *,
+        flow_run_name: str | None = None,
+        tags: Iterable[str] = (),
+    ) -> ActionOutcome:
+        """Run the action at ``location`` ("actions.py::upgrade") of the driver in ``driver_dir``.
+
+        Args:
+            parameters: the flow's parameters, JSON-serialisable (``context`` as a dict, maybe
+                ``target_version``); each is passed only when the action's function accepts it.
+            env: environment variables of the action's process only (``STYRMIN_TOKEN``, ...).
+            timeout: seconds the action may run; then its processes are killed and it fails.
+            flow_run_name: the flow run's name in the Prefect UI; default: a generated one.
+            tags: tags of the flow run in the Prefect UI.
+        """
+        if self._client is None:
+            raise RuntimeError("ActionRunner.start() was not called.")
+        started = time.monotonic()
+        secrets = _secrets_of(env)
+        try:
+            process = await self._pool.take()
+        except RunnerProcessError as exc:
+            return ActionOutcome(
+                succeeded=False,
+                error=f"Styrmin could not start a process to run action {location}: {exc}",
+                flow_run_id=None,
+                duration=time.monotonic() - started,
+            )
+        run = _ActionRun(process, self._client, location)
+        process.send_job(
+            {
+                "driver_dir": str(Path(driver_dir).resolve()),
+                "location": location,
+                "parameters": dict(parameters),
+                "env": dict(env),
+                "flow_run_name": flow_run_name,
+                "tags": list(tags),
+            }
+        )
+        try:
+            try:
+                async with asyncio.timeout(timeout):
+                    await run.follow()
+            except TimeoutError:
+                error = await self._stop_timed_out(run, timeout)
+                return self._outcome(run, started, error, secrets)
+            if run.end is None or run.end.get("state") == "CRASHED":
+                error = await self._crash_error(run)
+                return self._outcome(run, started, error, secrets)
+        except asyncio.CancelledError:
+            process.kill()
+            self._in_background(self._cancel(run))
+            raise
+        self._in_background(self._finish(run))
+        if run.end.get("succeeded"):
+            await run.logs.flush()
+            return self._outcome(run, started, None, secrets)
+        await run.logs.flush()
+        error = str(run.end.get("error") or "The action failed without a message.")
+        if run.end.get("load_error"):
+            error = f"Action {location} could not be loaded: {error}"
+        return self._outcome(run, started, error, secrets)
+
+    def _outcome(
+        self, run: _ActionRun, started: float, error: str | None, secrets: set[str]
+    ) -> ActionOutcome:
+        return ActionOutcome(
+            succeeded=error is None,
+            error=None if error is None else redact(error, secrets),
+            flow_run_id=run.flow_run_id,
+            duration=time.monotonic() - started,
+        )
+
+    async def _crash_error(self, run: _ActionRun) -> str:
+        """The error of a run whose process crashed: its first ERROR line, or its state's message."""
+        from prefect.states import Crashed
+
+        returncode = await run.process.wait_exit(_CRASH_EXIT_GRACE)
+        await run.drain()
+        await run.process.close()
+        await run.logs.close()
+        how = _exit_description(returncode)
+        if run.flow_run_id is None:
+            return f"Action {run.location} crashed before its flow run started: its process {how}."
+        state_message = await run.set_final_state(Crashed(message=f"The process running the flow run {how}."))
+        first_error = await run.first_error_line()
+        if first_error:
+            return f"Action {run.location} crashed (its process {how}): {first_error}"
+        return f"Action {run.location} crashed: {state_message or f'its process {how}.'}"
+
+    async def _stop_timed_out(self, run: _ActionRun, timeout: float) -> str:
+        from prefect.states import Failed
+
+        error = (
+            f"Action {run.location} did not end within its timeout of {timeout:g} s, so Styrmin stopped it. "
+            "Make the action faster, or raise its timeout in driver.styrmin.yml."
+        )
+        run.process.kill()
+        await run.process.wait_exit(_CRASH_EXIT_GRACE)
+        await run.drain()
+        await run.process.close()
+        await run.logs.close()
+        await run.set_final_state(Failed(name="TimedOut", message=error))
+        return error
+
+    async def _finish(self, run: _ActionRun) -> None:
+        """After the outcome: ship the process's last log records and let it exit."""
+        await run.drain()
+        await run.logs.close()
+        await run.process.wait_exit(30.0)
+        await run.process.close()
+
+    async def _cancel(self, run: _ActionRun) -> None:
+        from prefect.states import Cancelled
+
+        await run.process.wait_exit(_CRASH_EXIT_GRACE)
+        await run.drain()
+        await run.process.close()
+        await run.logs.close()
+        await run.set_final_state(Cancelled(message="Styrmin stopped the action: its change was stopped."))
+
+    def _in_background(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_log_failure)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("Ending an action's flow run failed: %s", task.exception())

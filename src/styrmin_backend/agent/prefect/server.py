@@ -1,0 +1,157 @@
+"""A Prefect server on loopback, with its own home and SQLite database, for ``styrmin up`` and tests.
+
+In production the agent uses the Prefect server at ``PREFECT_API_URL`` instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+_HEALTH_POLL_SECONDS = 0.1
+
+
+class PrefectServerError(Exception):
+    """The local Prefect server did not start; the message says why and where its log is."""
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class LocalPrefectServer:
+    """``prefect server start`` as a child process, with its state in ``data_dir``.
+
+    ``data_dir`` becomes the server's ``PREFECT_HOME`` and holds its SQLite database (``prefect.db``)
+    and its log (``prefect-server.log``), so runs stay visible across restarts. Its UI is at ``url``.
+
+    Args:
+        data_dir: folder for the server's state; created when missing.
+        port: port to listen on; 0 picks a free one.
+        host: address to listen on; loopback by default, so only this machine reaches it.
+        python: the interpreter that runs the server.
+    """
+
+    def __init__(
+        self, data_dir: Path, *, port: int = 0, host: str = "127.0.0.1", python: str = sys.executable
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.port = port or _free_port(host)
+        self._python = python
+        self._process: subprocess.Popen[bytes] | None = None
+        self.start_seconds: float | None = None
+        """How long the last ``start`` took, until the API answered its health check."""
+
+    @property
+    def url(self) -> str:
+        """The server's address; its UI is served here."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        """The value of ``PREFECT_API_URL`` for clients of this server."""
+        return f"{self.url}/api"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "prefect-server.log"
+
+    def flow_run_url(self, flow_run_id: str) -> str:
+        """The page of a flow run in the server's UI."""
+        return f"{self.url}/runs/flow-run/{flow_run_id}"
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Start the server and return once its API is healthy.
+
+        Raises:
+            PrefectServerError: it exited, or was not healthy within ``timeout`` seconds.
+        """
+        if self._process is not None:
+            return
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
+        env |= {
+            "PREFECT_HOME": str(self.data_dir),
+            "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{self.data_dir / 'prefect.db'}",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_UI_ENABLED": "true",
+        }
+        command = [
+            self._python,
+            "-m",
+            "prefect",
+            "server",
+            "start",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+        ]
+        started = time.monotonic()
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            self._wait_healthy(started + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - started
+
+    def _wait_healthy(self, deadline: float) -> None:
+        assert self._process is not None
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                if self._process.poll() is not None:
+                    raise PrefectServerError(
+                        f"The local Prefect server exited with code {self._process.returncode} while "
+                        f"starting; see its log at {self.log_path}."
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get(f"{self.api_url}/health").status_code == 200:
+                        return
+                if time.monotonic() > deadline:
+                    raise PrefectServerError(
+                        f"The local Prefect server did not answer at {self.api_url} in time; "
+                        f"see its log at {self.log_path}."
+                    )
+                time.sleep(_HEALTH_POLL_SECONDS)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop the server: ask it to shut down, and kill it after ``timeout`` seconds."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def __enter__(self) -> LocalPrefectServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,157 @@
+"""A real Prefect server and action runner, shared by the whole session, and a driver of test actions."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from styrmin_backend.actions import GlobalContext
+from styrmin_backend.agent.prefect import ActionRunner, LocalPrefectServer
+
+TOKEN = "sty_act_9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+"""The reconciliation's token the tests give their actions; it must never reach Prefect."""
+
+ACTIONS = '''
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+
+from styrmin_backend.actions import GlobalContext
+
+
+@flow
+async def upgrade(context: GlobalContext, target_version: str) -> None:
+    if not isinstance(context, GlobalContext):
+        raise TypeError(f"context is a {type(context).__name__}, not a GlobalContext")
+    get_run_logger().info("Upgrading %s to %s", context.deployment_name, target_version)
+
+
+@flow
+def post_setup(context: GlobalContext) -> None:
+    get_run_logger().info("Set up %s in %s", context.deployment_name, context.namespace)
+
+
+@flow
+async def uses_token(context: GlobalContext) -> None:
+    if os.environ.get("STYRMIN_TOKEN") != "{token}":
+        raise RuntimeError("STYRMIN_TOKEN is not the reconciliation's token")
+    if os.environ.get("STYRMIN_URL") != context.api_url:
+        raise RuntimeError("STYRMIN_URL is not the API URL")
+    get_run_logger().info("Calling the Styrmin API at %s", os.environ["STYRMIN_URL"])
+
+
+@flow
+async def fails(context: GlobalContext) -> None:
+    raise RuntimeError("Migration 0042 failed: table users is locked")
+
+
+@flow
+async def exits(context: GlobalContext) -> None:
+    get_run_logger().warning("About to give up")
+    get_run_logger().error("Cannot reach %s with token %s", os.environ["STYRMIN_URL"], os.environ["STYRMIN_TOKEN"])
+    get_run_logger().error("A later error")
+    sys.exit(3)
+
+
+@flow
+async def killed(context: GlobalContext) -> None:
+    get_run_logger().error("Out of memory while holding token=%s", os.environ["STYRMIN_TOKEN"])
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@flow
+async def killed_silently(context: GlobalContext) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@flow
+async def hangs(context: GlobalContext, pid_file: str) -> None:
+    Path(pid_file).write_text(str(os.getpid()))
+    await asyncio.sleep(600)
+
+
+@flow
+async def meets_the_others(context: GlobalContext, meeting: str, count: int) -> None:
+    """Waits until ``count`` runs of it have arrived: only runs that run at the same time all succeed."""
+    (Path(meeting) / str(os.getpid())).touch()
+    deadline = time.monotonic() + 60
+    while len(list(Path(meeting).iterdir())) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError("The other runs never came: they did not run at the same time")
+        await asyncio.sleep(0.05)
+
+
+def not_a_flow(context):
+    pass
+'''.replace("{token}", TOKEN)
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPrefectServer]:
+    server = LocalPrefectServer(tmp_path_factory.mktemp("prefect"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def runner(prefect_server: LocalPrefectServer) -> AsyncIterator[ActionRunner]:
+    async with ActionRunner(prefect_server.api_url, pool_size=4) as action_runner:
+        await action_runner.wait_until_ready()
+        yield action_runner
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def prefect_client(prefect_server: LocalPrefectServer) -> AsyncIterator[Any]:
+    from prefect.client.orchestration import PrefectClient
+
+    async with PrefectClient(prefect_server.api_url) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def driver_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("driver")
+    (folder / "actions.py").write_text(textwrap.dedent(ACTIONS))
+    return folder
+
+
+def make_context(**changes: Any) -> dict[str, Any]:
+    """A GlobalContext as the agent sends it: a plain JSON object."""
+    fields: dict[str, Any] = {
+        "deployment_id": 7,
+        "deployment_name": "shop",
+        "namespace": "shop",
+        "cluster_id": "local",
+        "driver_name": "shop",
+        "driver_version": "1.1.0",
+        "current_app_version": "1.0.0",
+        "target_app_version": "1.1.0",
+        "configuration": {"images": {"server": "registry.local:5000/shop:{{ app.version }}"}},
+        "revision": 3,
+        "task_id": 11,
+        "hook_step_id": 12,
+        "hook": "upgrade",
+        "mode": "core",
+        "api_url": "http://127.0.0.1:8080",
+    }
+    return GlobalContext(**fields | changes).model_dump(mode="json")
+
+
+def action_env() -> dict[str, str]:
+    return {"STYRMIN_TOKEN": TOKEN, "STYRMIN_URL": "http://127.0.0.1:8080"}
+
+
+def flow_run_name() -> str:
+    return f"test-{uuid.uuid4().hex[:8]}"

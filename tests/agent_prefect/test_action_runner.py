@@ -1,0 +1,192 @@
+"""Actions run as Prefect flow runs on a real Prefect server, each in a process of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from styrmin_backend.agent.prefect import ActionRunner
+from styrmin_backend.domain.limits import REDACTED
+from tests.agent_prefect.conftest import TOKEN, action_env, flow_run_name, make_context
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
+
+
+async def _flow_run(client: Any, flow_run_id: str) -> Any:
+    return await client.read_flow_run(uuid.UUID(flow_run_id))
+
+
+async def _log_messages(client: Any, flow_run_id: str) -> list[str]:
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    logs = await client.read_logs(
+        LogFilter(flow_run_id=LogFilterFlowRunId(any_=[uuid.UUID(flow_run_id)])), limit=200, offset=0
+    )
+    return [log.message for log in logs]
+
+
+async def _run(
+    runner: ActionRunner, driver_dir: Path, function: str, timeout: float = 60, **parameters: Any
+) -> Any:
+    return await runner.run_action(
+        driver_dir,
+        f"actions.py::{function}",
+        {"context": make_context(), **parameters},
+        action_env(),
+        timeout,
+        flow_run_name=flow_run_name(),
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_action_runs_as_a_completed_flow_run_with_its_logs(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any
+) -> None:
+    outcome = await _run(runner, driver_dir, "upgrade", target_version="1.1.0")
+
+    assert outcome.succeeded, outcome.error
+    assert outcome.error is None
+    flow_run = await _flow_run(prefect_client, outcome.flow_run_id)
+    assert flow_run.state.is_completed()
+    assert flow_run.parameters["target_version"] == "1.1.0"
+    assert flow_run.parameters["context"]["deployment_name"] == "shop"
+    assert "Upgrading shop to 1.1.0" in await _log_messages(prefect_client, outcome.flow_run_id)
+
+
+async def test_sync_action_runs_too(runner: ActionRunner, driver_dir: Path, prefect_client: Any) -> None:
+    outcome = await _run(runner, driver_dir, "post_setup")
+
+    assert outcome.succeeded, outcome.error
+    assert "Set up shop in shop" in await _log_messages(prefect_client, outcome.flow_run_id)
+
+
+async def test_target_version_is_passed_only_to_an_action_that_accepts_it(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any
+) -> None:
+    outcome = await _run(runner, driver_dir, "post_setup", target_version="1.1.0")
+
+    assert outcome.succeeded, outcome.error
+    flow_run = await _flow_run(prefect_client, outcome.flow_run_id)
+    assert "target_version" not in flow_run.parameters
+
+
+async def test_token_reaches_the_action_only_through_its_environment(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any
+) -> None:
+    outcome = await _run(runner, driver_dir, "uses_token")
+
+    assert outcome.succeeded, outcome.error
+    flow_run = await _flow_run(prefect_client, outcome.flow_run_id)
+    assert TOKEN not in json.dumps(flow_run.parameters)
+    assert TOKEN not in json.dumps(flow_run.job_variables or {})
+    assert TOKEN not in flow_run.model_dump_json()
+    messages = await _log_messages(prefect_client, outcome.flow_run_id)
+    assert "Calling the Styrmin API at http://127.0.0.1:8080" in messages
+    assert not [message for message in messages if TOKEN in message]
+
+
+async def test_action_that_raises_fails_with_the_exception_message(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any
+) -> None:
+    outcome = await _run(runner, driver_dir, "fails")
+
+    assert not outcome.succeeded
+    assert outcome.error == "Migration 0042 failed: table users is locked"
+    assert (await _flow_run(prefect_client, outcome.flow_run_id)).state.is_failed()
+
+
+async def test_sys_exit_crash_fails_with_the_first_error_line_redacted(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any
+) -> None:
+    outcome = await _run(runner, driver_dir, "exits")
+
+    assert not outcome.succeeded
+    assert f"Cannot reach http://127.0.0.1:8080 with token {REDACTED}" in outcome.error
+    assert "A later error" not in outcome.error
+    assert "exited with code 3" in outcome.error
+    assert TOKEN not in outcome.error
+    assert (await _flow_run(prefect_client, outcome.flow_run_id)).state.is_crashed()
+
+
+async def test_kill_9_crash_fails_with_the_first_error_line_redacted(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any
+) -> None:
+    outcome = await _run(runner, driver_dir, "killed")
+
+    assert not outcome.succeeded
+    assert f"Out of memory while holding token={REDACTED}" in outcome.error
+    assert "killed by signal 9 (SIGKILL)" in outcome.error
+    assert TOKEN not in outcome.error
+    flow_run = await _flow_run(prefect_client, outcome.flow_run_id)
+    assert flow_run.state.is_crashed()
+    # The line was logged just before the kill: the agent still sent it to the Prefect server.
+    assert any(
+        "Out of memory" in message for message in await _log_messages(prefect_client, outcome.flow_run_id)
+    )
+
+
+async def test_kill_9_crash_without_error_line_fails_with_the_state_message(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any
+) -> None:
+    outcome = await _run(runner, driver_dir, "killed_silently")
+
+    assert not outcome.succeeded
+    assert outcome.error == (
+        "Action actions.py::killed_silently crashed: "
+        "The process running the flow run was killed by signal 9 (SIGKILL)."
+    )
+
+
+async def test_timeout_kills_the_action_and_fails_it_with_a_clear_message(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+
+    outcome = await _run(runner, driver_dir, "hangs", timeout=3, pid_file=str(pid_file))
+
+    assert not outcome.succeeded
+    assert outcome.error.startswith("Action actions.py::hangs did not end within its timeout of 3 s")
+    assert outcome.duration < 30  # far less than the 600 s the action would sleep
+    assert not _pid_alive(int(pid_file.read_text()))
+    flow_run = await _flow_run(prefect_client, outcome.flow_run_id)
+    assert flow_run.state.is_failed()
+    assert flow_run.state.name == "TimedOut"
+
+
+async def test_actions_of_one_mode_run_concurrently_each_in_its_own_process(
+    runner: ActionRunner, driver_dir: Path, tmp_path: Path
+) -> None:
+    outcomes = await asyncio.gather(
+        *(_run(runner, driver_dir, "meets_the_others", meeting=str(tmp_path), count=3) for _ in range(3)),
+        _run(runner, driver_dir, "killed"),
+    )
+
+    assert [outcome.succeeded for outcome in outcomes] == [True, True, True, False], outcomes
+    pids = {path.name for path in tmp_path.iterdir()}
+    assert len(pids) == 3
+    assert str(os.getpid()) not in pids
+    assert len({outcome.flow_run_id for outcome in outcomes}) == 4
+
+
+async def test_action_that_is_not_a_flow_fails_without_a_flow_run(
+    runner: ActionRunner, driver_dir: Path
+) -> None:
+    outcome = await _run(runner, driver_dir, "not_a_flow")
+
+    assert not outcome.succeeded
+    assert outcome.flow_run_id is None
+    assert "is not a Prefect flow" in outcome.error
+    assert outcome.error.startswith("Action actions.py::not_a_flow could not be loaded")
