@@ -45,7 +45,7 @@ def seed(stack: Stack) -> int:
             driver_name="shop",
             driver_version="1.0.0",
             app_version=None,
-            configuration=Configuration({"database": {"password": "x"}}, {}, {"server": {"A": "1"}}),
+            configuration=Configuration({"extra": {"password": "x"}}, {}, {"server": {"A": "1"}}),
         )
         task = None
         for number in range(HISTORY_TASKS - 1):

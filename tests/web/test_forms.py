@@ -225,3 +225,26 @@ def test_setting_styrmin_actions_password_by_a_forged_post_is_refused(web: Stack
     )
     assert response.status_code == 403
     assert "refuses to set or reset its password" in response.text
+
+
+def test_deployment_page_shows_each_components_replicas_and_images(web: Stack) -> None:
+    configuration = Configuration(
+        values={"taskWorker": {"replicas": 3}},
+        images={"server": "registry.local:5000/shop/server:{{ app.version }}-debug"},
+        env={},
+    )
+    Progress(web).create("shop", configuration)
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    page = web.client.get("/deployments/shop").text
+    server = re.search(r'<th scope="row">server</th>(.*?)</tr>', page, re.DOTALL)
+    worker = re.search(r'<th scope="row">task-worker</th>(.*?)</tr>', page, re.DOTALL)
+    assert server and worker
+    # The override comes first, with {{ app.version }} set; the other containers follow in pod order.
+    assert re.search(
+        r"<td>1</td>\s*<td><ul class=\"plain\"><li><code>registry.local:5000/shop/server:1.0.0-debug</code>"
+        r".*<code>example.com/shop/log-shipper:1.0.0</code>",
+        server.group(1),
+        re.DOTALL,
+    )
+    assert "<td>3</td>" in worker.group(1)
+    assert "example.com/shop/task-worker:1.0.0" in worker.group(1)

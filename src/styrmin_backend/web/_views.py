@@ -15,6 +15,7 @@ from styrmin_backend.services import changes, drivers, tasks
 from styrmin_backend.services.tasks import StartedBy, TaskDetail
 from styrmin_backend.store.models import DeploymentRow, DriverRow, StepRow, TaskRow
 from styrmin_backend.web._format import MASK, is_secret_name, masked
+from styrmin_backend.web._rendered import Rendered, rendered_components
 
 HISTORY_PAGE_SIZE = 20
 """Tasks per page of a deployment's history."""
@@ -161,12 +162,17 @@ class ComponentView:
     stopped: bool
     image_override: str | None
     env: dict[str, str]
+    replicas: int | None
+    images: list[str]
 
 
-def component_views(row: DeploymentRow, spec: DriverSpec | None) -> list[ComponentView]:
-    """The components of a deployment, with image overrides and env vars (secret-looking ones masked)."""
+def component_views(
+    row: DeploymentRow, spec: DriverSpec | None, rendered: Rendered | None
+) -> list[ComponentView]:
+    """The components of a deployment: overrides, env vars (secret-looking ones masked), replicas, images."""
     if spec is None:
         return []
+    shown = rendered.components if rendered else {}
     configuration = changes.Configuration.from_json(row.configuration)
     stopped = set(row.stopped_components)
     return [
@@ -178,6 +184,8 @@ def component_views(row: DeploymentRow, spec: DriverSpec | None) -> list[Compone
             stopped=c.name in stopped,
             image_override=configuration.images.get(c.name),
             env={k: (MASK if is_secret_name(k) else v) for k, v in configuration.env.get(c.name, {}).items()},
+            replicas=shown[c.name].replicas if c.name in shown else None,
+            images=shown[c.name].images if c.name in shown else [],
         )
         for c in spec.spec.components
     ]
@@ -207,3 +215,12 @@ def driver_views(session: Session) -> list[DriverView]:
     rows = drivers.list_drivers(session)
     rows.sort(key=lambda r: (r.name, -r.id))
     return [DriverView(row, drivers.stored_spec(row)) for row in rows]
+
+
+def rendered_for(session: Session, row: DeploymentRow) -> Rendered | None:
+    """The deployment's components as its driver's chart renders them; None when the driver is gone."""
+    try:
+        driver = drivers.get_driver_row(session, row.driver_name, row.driver_version)
+    except NotFound:
+        return None
+    return rendered_components(driver, row)

@@ -274,6 +274,7 @@ def deployment_page(
         viewer = viewer_of(request, session)
         row = changes.get_deployment(session, name)
         spec = _views.DriverCache(session).spec(row.driver_name, row.driver_version)
+        rendered = _views.rendered_for(session, row)
         history = tasks.list_tasks(session, deployment=name, limit=_views.HISTORY_PAGE_SIZE, before=before)
         return render(
             request,
@@ -282,7 +283,8 @@ def deployment_page(
             deployment=row,
             name=row.name,
             spec=spec,
-            components=_views.component_views(row, spec),
+            components=_views.component_views(row, spec, rendered),
+            rendered=rendered,
             values=_views.masked_values(row),
             latest=_latest_task(
                 history if before is None else tasks.list_tasks(session, deployment=name, limit=20),

@@ -1,0 +1,101 @@
+"""The replicas and images a deployment's components get: its driver's chart rendered offline by Helm.
+
+This is what Styrmin applies, not what the cluster reports: the agent does not report workloads yet.
+Renders are cached by driver checksum, versions and configuration, so a page pays Helm once.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from styrmin_backend.drivers import (
+    ComponentNotRendered,
+    ConfigurationError,
+    DeploymentConfiguration,
+    DriverError,
+    RenderError,
+    component_images,
+    read_driver_archive,
+    render_deployment,
+)
+from styrmin_backend.drivers.workloads import find_workload, pod_template_of
+from styrmin_backend.store.models import DeploymentRow, DriverRow
+
+_CACHE_SIZE = 128
+
+
+@dataclass(frozen=True)
+class RenderedComponent:
+    """A component's workload as rendered: its replicas (None when the chart sets none) and images."""
+
+    replicas: int | None
+    images: list[str]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The rendered components by name, or why the chart does not render."""
+
+    components: dict[str, RenderedComponent]
+    problem: str | None = None
+
+
+_cache: OrderedDict[tuple[str, ...], Rendered] = OrderedDict()
+_lock = threading.Lock()
+
+
+def rendered_components(driver: DriverRow, deployment: DeploymentRow) -> Rendered:
+    """The replicas and images of each component of ``deployment`` as its driver's chart renders them."""
+    key = (
+        driver.checksum,
+        deployment.name,
+        deployment.namespace,
+        deployment.app_version,
+        json.dumps(deployment.configuration, sort_keys=True),
+    )
+    with _lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    rendered = _render(driver, deployment)
+    with _lock:
+        _cache[key] = rendered
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return rendered
+
+
+def _render(driver: DriverRow, deployment: DeploymentRow) -> Rendered:
+    try:
+        package = read_driver_archive(driver.archive)
+        configuration = DeploymentConfiguration.model_validate(deployment.configuration)
+        with tempfile.TemporaryDirectory(prefix="styrmin-web-") as scratch:
+            root = package.extract_to(Path(scratch))
+            manifests = render_deployment(
+                root,
+                package.spec,
+                deployment.name,
+                deployment.namespace,
+                deployment.app_version,
+                configuration,
+            )
+        components = {}
+        for component in package.spec.spec.components:
+            workload = find_workload(manifests, component, deployment.name)
+            if workload is None:
+                continue
+            replicas = (workload.get("spec") or {}).get("replicas")
+            images = component_images(
+                package.spec, component.name, pod_template_of(workload), configuration, deployment.app_version
+            )
+            components[component.name] = RenderedComponent(
+                replicas if isinstance(replicas, int) else None, images
+            )
+        return Rendered(components)
+    except (RenderError, ConfigurationError, DriverError, ComponentNotRendered, ValueError) as error:
+        return Rendered({}, f"The driver's chart does not render with this configuration: {error}")
