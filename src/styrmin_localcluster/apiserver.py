@@ -176,8 +176,8 @@ class ApiServer:
             raise errors.bad_request(
                 f"the kind in the data ({kind}) does not match the expected kind ({rtype.kind})"
             )
-        body = dict(body, apiVersion=rtype.api_version, kind=rtype.kind)
-        meta = body.get("metadata")
+        checked: dict[str, Any] = {**body, "apiVersion": rtype.api_version, "kind": rtype.kind}
+        meta = checked.get("metadata")
         if meta is None:
             meta = {}
         if not isinstance(meta, dict):
@@ -191,8 +191,8 @@ class ApiServer:
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
-        body["metadata"] = meta
-        return body
+        checked["metadata"] = meta
+        return checked
 
     def _validate(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         key = rtype.storage_key
@@ -319,7 +319,7 @@ class ApiServer:
         if not namespace and isinstance(body, dict):
             namespace = (body.get("metadata") or {}).get("namespace")
         namespace = self._check_namespace(rtype, namespace, creating=True)
-        obj = clone(self._check_identity(rtype, body, namespace))
+        obj: dict[str, Any] = clone(self._check_identity(rtype, body, namespace))
         meta = obj["metadata"]
         if not meta.get("name"):
             if meta.get("generateName"):
@@ -531,6 +531,7 @@ class ApiServer:
         meta = obj["metadata"]
         spec_path, status_path, selector_path = scale_paths(rtype)
         replicas = _path_get(obj, spec_path)
+        selector: str | None
         if rtype.crd_version is None:
             selector = selector_to_string((obj.get("spec") or {}).get("selector"))
         else:

@@ -293,9 +293,9 @@ def apply(
         "fieldsV1": new_set,
     }
     if live is None:
-        result = clone(applied)
-        result.setdefault("metadata", {})["managedFields"] = [entry]
-        return result
+        created: dict[str, Any] = clone(applied)
+        created.setdefault("metadata", {})["managedFields"] = [entry]
+        return created
     managed = list((live.get("metadata") or {}).get("managedFields") or [])
     applied_leaves = _leaf_values(applied, kind)
     live_leaves = _leaf_values(live, kind)

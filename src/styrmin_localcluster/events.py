@@ -21,7 +21,7 @@ def record_event(
     if api.store.get(("", "namespaces"), "", namespace) is None:
         return
     timestamp = now()
-    event = {
+    event: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {

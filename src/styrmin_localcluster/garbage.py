@@ -135,7 +135,7 @@ class GarbageCollector:
         ns = self.api.store.get(NAMESPACES, "", name)
         if ns is None or ns["metadata"].get("deletionTimestamp"):
             return
-        for key, body in (
+        defaults: list[tuple[StorageKey, dict[str, Any]]] = [
             (
                 ("", "serviceaccounts"),
                 {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
@@ -156,7 +156,8 @@ class GarbageCollector:
                     "data": {"ca.crt": self.root_ca},
                 },
             ),
-        ):
+        ]
+        for key, body in defaults:
             if self.api.store.get(key, name, body["metadata"]["name"]) is None:
                 with contextlib.suppress(ApiError):
                     self.api.create(self.api.type_for(key), name, body)

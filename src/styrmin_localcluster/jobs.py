@@ -218,7 +218,7 @@ class JobController(Controller):
     def _retry_delay(self, uid: str, failed: int) -> float:
         if failed == 0 or uid not in self._last_failure:
             return 0.0
-        delay = min(RETRY_BACKOFF_MAX, RETRY_BACKOFF_BASE * 2 ** (failed - 1))
+        delay: float = min(RETRY_BACKOFF_MAX, RETRY_BACKOFF_BASE * 2.0 ** (failed - 1))
         return max(0.0, self._last_failure[uid] + delay - time.time())
 
     def _expire(self, job: dict[str, Any], requeue: float | None) -> float | None:

@@ -530,9 +530,9 @@ class Kubelet:
                 env[name] = expand_vars(str(entry.get("value") or ""), env)
                 continue
             source = entry["valueFrom"]
-            value = self._value_from(pod, source, namespace)
-            if value is not None:
-                env[name] = value
+            resolved = self._value_from(pod, source, namespace)
+            if resolved is not None:
+                env[name] = resolved
         return env
 
     def _config_source(self, kind: str, namespace: str, ref: dict[str, Any]) -> dict[str, Any] | None:

@@ -193,7 +193,8 @@ def strategic_merge_patch(target: dict[str, Any], patch: dict[str, Any], kind: s
     """Apply a strategic merge patch to an object of a built-in kind."""
     if not isinstance(patch, dict):
         raise bad_request("a strategic merge patch must be a JSON object")
-    return _merge_map(target, patch, _fields_of(None, kind))
+    result: dict[str, Any] = _merge_map(target, patch, _fields_of(None, kind))
+    return result
 
 
 def _merge_map(target: Any, patch: dict[str, Any], fields: dict[str, Any]) -> Any:

@@ -41,10 +41,7 @@ def parse_label_selector(text: str | None) -> Requirement:
         op_match = _OP_RE.match(part)
         if op_match:
             key, op, value = op_match.groups()
-            if op == "!=":
-                requirements.append(lambda labels, k=key, v=value: labels.get(k) != v)
-            else:
-                requirements.append(lambda labels, k=key, v=value: labels.get(k) == v)
+            requirements.append(_equals(key, value, op != "!="))
             continue
         set_match = _SET_RE.match(part)
         if not set_match:
@@ -56,15 +53,22 @@ def parse_label_selector(text: str | None) -> Requirement:
             if negated:
                 raise bad_request(f'unable to parse requirement: "{part.strip()}"')
             values = {v.strip() for v in values_text.split(",") if v.strip()}
-            if op == "in":
-                requirements.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
-            else:
-                requirements.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
-        elif negated:
-            requirements.append(lambda labels, k=key: k not in labels)
+            requirements.append(_one_of(key, values, op == "in"))
         else:
-            requirements.append(lambda labels, k=key: k in labels)
+            requirements.append(_exists(key, not negated))
     return lambda labels: all(req(labels) for req in requirements)
+
+
+def _equals(key: str, value: str, wanted: bool) -> Requirement:
+    return lambda labels: (labels.get(key) == value) == wanted
+
+
+def _one_of(key: str, values: set[str], wanted: bool) -> Requirement:
+    return lambda labels: (labels.get(key) in values) == wanted
+
+
+def _exists(key: str, wanted: bool) -> Requirement:
+    return lambda labels: (key in labels) == wanted
 
 
 def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
