@@ -106,8 +106,17 @@ class LocalCluster:
             argv += ["--state-file", str(self.state_file)]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child writes to it for its whole life
         try:
+            # The child imports this very package, even when the caller found it through sys.path alone.
+            package_root = str(Path(__file__).resolve().parent.parent)
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
             self._process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
             )
         finally:
             log.close()
