@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,6 +16,21 @@ from styrmin_backend.actions.errors import ActionError
 from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.drivers import Component, DriverSpec
 
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], styrmin.AsyncClient]] = (
+    weakref.WeakKeyDictionary()
+)
+"""One SDK client per event loop, URL and token: a new client costs ~60 ms (its TLS context), and an
+action calls several primitives in a row. The action's process ends with its action, closing them."""
+
+
+def _client_for(url: str) -> styrmin.AsyncClient:
+    token = os.environ.get(styrmin.TOKEN_ENV, "").strip()
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    key = (url, token)
+    if key not in per_loop:
+        per_loop[key] = styrmin.AsyncClient(url=url, token=token or None)
+    return per_loop[key]
+
 
 @asynccontextmanager
 async def styrmin_client(context: GlobalContext, doing: str) -> AsyncIterator[styrmin.AsyncClient]:
@@ -22,11 +40,10 @@ async def styrmin_client(context: GlobalContext, doing: str) -> AsyncIterator[st
     ``stop_components(["task-worker"]) of deployment "shop"``.
     """
     try:
-        client = styrmin.AsyncClient(url=context.api_url)
+        client = _client_for(context.api_url)
     except styrmin.StyrminError as error:
         raise ActionError(f"{doing} cannot call the Styrmin API: {error.message}") from None
     if client.token is None:
-        await client.aclose()
         raise ActionError(
             f"{doing} cannot call the Styrmin API: {styrmin.TOKEN_ENV} is not set. Styrmin sets it for the "
             "actions it runs; to run an action elsewhere, set it to a token of a Read/write user."
@@ -41,8 +58,6 @@ async def styrmin_client(context: GlobalContext, doing: str) -> AsyncIterator[st
         ) from None
     except styrmin.StyrminError as error:
         raise ActionError(f"{doing} failed: {error}") from None
-    finally:
-        await client.aclose()
 
 
 async def add_step_note(client: styrmin.AsyncClient, step_id: int, note: str) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,22 +20,27 @@ FIELD_MANAGER = "styrmin-actions"
 _WORKLOADS: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": StatefulSet}
 
 
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, AsyncClient]] = (
+    weakref.WeakKeyDictionary()
+)
+"""One client per event loop and kubeconfig, shared by the primitives an action calls in a row."""
+
+
 @asynccontextmanager
 async def kube_client() -> AsyncIterator[AsyncClient]:
     """A client of the cluster: KUBECONFIG (the agent sets it for its actions), else in-cluster config."""
-    path = os.environ.get("KUBECONFIG")
-    try:
-        config = KubeConfig.from_file(path.split(os.pathsep)[0]) if path else KubeConfig.from_env()
-    except Exception as error:
-        raise ActionError(
-            f"The action cannot reach the cluster: no usable kubeconfig ({error}). Styrmin's agent passes "
-            "its kubeconfig in KUBECONFIG; outside the agent, set KUBECONFIG."
-        ) from None
-    client = AsyncClient(config, field_manager=FIELD_MANAGER)
-    try:
-        yield client
-    finally:
-        await client.close()
+    path = os.environ.get("KUBECONFIG", "")
+    per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    if path not in per_loop:
+        try:
+            config = KubeConfig.from_file(path.split(os.pathsep)[0]) if path else KubeConfig.from_env()
+        except Exception as error:
+            raise ActionError(
+                f"The action cannot reach the cluster: no usable kubeconfig ({error}). Styrmin's agent "
+                "passes its kubeconfig in KUBECONFIG; outside the agent, set KUBECONFIG."
+            ) from None
+        per_loop[path] = AsyncClient(config, field_manager=FIELD_MANAGER)
+    yield per_loop[path]
 
 
 async def component_pod_template(
