@@ -1,1 +1,112 @@
-"""Styrmin."""
+"""Styrmin's Python SDK: ``Client`` and ``AsyncClient`` for the REST API, typed models and exceptions.
+
+>>> import styrmin
+>>> client = styrmin.Client()  # doctest: +SKIP  (STYRMIN_URL and STYRMIN_TOKEN)
+>>> client.deployments.get("shop").app_version  # doctest: +SKIP
+'1.0.0'
+
+The command line, ``styrminctl``, is built on it (``styrmin.cli``).
+"""
+
+from styrmin._async_client import AsyncClient
+from styrmin._calls import driver_archive
+from styrmin._client import Client
+from styrmin._http import TOKEN_ENV, URL_ENV
+from styrmin.errors import (
+    APIError,
+    AuthenticationError,
+    BadRequestError,
+    ConfigurationError,
+    ConflictError,
+    FieldError,
+    ForbiddenError,
+    InvalidDriverError,
+    NotFoundError,
+    PayloadTooLargeError,
+    ServerError,
+    StyrminConnectionError,
+    StyrminError,
+    TaskFailedError,
+    ValidationError,
+    WaitTimeoutError,
+)
+from styrmin.models import (
+    Change,
+    Configuration,
+    Deployment,
+    DeploymentStatus,
+    Driver,
+    DriverAction,
+    DriverApplication,
+    DriverComponent,
+    DriverProblem,
+    DriverPush,
+    DriverReport,
+    Hook,
+    IssuedToken,
+    Mode,
+    PasswordReset,
+    Role,
+    StartedBy,
+    StartedTask,
+    Step,
+    StepStatus,
+    Task,
+    TaskPage,
+    TaskStatus,
+    TaskSummary,
+    TaskType,
+    User,
+    WhoAmI,
+)
+
+__all__ = [
+    "TOKEN_ENV",
+    "URL_ENV",
+    "APIError",
+    "AsyncClient",
+    "AuthenticationError",
+    "BadRequestError",
+    "Change",
+    "Client",
+    "Configuration",
+    "ConfigurationError",
+    "ConflictError",
+    "Deployment",
+    "DeploymentStatus",
+    "Driver",
+    "DriverAction",
+    "DriverApplication",
+    "DriverComponent",
+    "DriverProblem",
+    "DriverPush",
+    "DriverReport",
+    "FieldError",
+    "ForbiddenError",
+    "Hook",
+    "InvalidDriverError",
+    "IssuedToken",
+    "Mode",
+    "NotFoundError",
+    "PasswordReset",
+    "PayloadTooLargeError",
+    "Role",
+    "ServerError",
+    "StartedBy",
+    "StartedTask",
+    "Step",
+    "StepStatus",
+    "StyrminConnectionError",
+    "StyrminError",
+    "Task",
+    "TaskFailedError",
+    "TaskPage",
+    "TaskStatus",
+    "TaskSummary",
+    "TaskType",
+    "User",
+    "ValidationError",
+    "WaitTimeoutError",
+    "WhoAmI",
+    "driver_archive",
+]

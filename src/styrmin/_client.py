@@ -1,0 +1,360 @@
+"""The synchronous client: ``styrmin.Client``."""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import TypeVar
+
+import httpx
+
+from styrmin import _calls as calls
+from styrmin._calls import ConfigurationLike, DriverSource
+from styrmin._http import (
+    API_PREFIX,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    RETRY_STATUSES,
+    Call,
+    build_headers,
+    connection_error,
+    read,
+    resolve_token,
+    resolve_url,
+    retry_delay,
+)
+from styrmin._wait import WaitState
+from styrmin.errors import NotFoundError
+from styrmin.models import (
+    Change,
+    Deployment,
+    Driver,
+    DriverPush,
+    DriverReport,
+    IssuedToken,
+    PasswordReset,
+    Role,
+    Task,
+    TaskPage,
+    TaskStatus,
+    TaskSummary,
+    TaskType,
+    User,
+    WhoAmI,
+)
+
+T = TypeVar("T")
+ProgressCallback = Callable[[Task], None]
+
+
+class Client:
+    """A client of the Styrmin API.
+
+    ``url`` defaults to ``STYRMIN_URL`` and ``token`` to ``STYRMIN_TOKEN``. Reads (GET) are retried
+    ``retries`` times on connection errors and 502/503/504; writes are never retried. Errors the
+    server answers raise :class:`styrmin.errors.APIError` subclasses carrying its message and status.
+
+    >>> with Client("http://127.0.0.1:8080", token="...") as client:  # doctest: +SKIP
+    ...     change = client.deployments.upgrade("shop", app_version="2.0")
+    ...     task = client.tasks.wait(change.task.id, on_progress=print)
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+        verify: bool | str = True,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = resolve_url(url)
+        self.token = resolve_token(token)
+        self.retries = max(0, retries)
+        self._headers = dict(headers or {})
+        self._http = httpx.Client(
+            base_url=self.url + API_PREFIX, timeout=timeout, verify=verify, transport=transport
+        )
+        self.drivers = Drivers(self)
+        self.deployments = Deployments(self)
+        self.tasks = Tasks(self)
+        self.users = Users(self)
+
+    def __repr__(self) -> str:
+        return f"Client(url={self.url!r}, token={'set' if self.token else None})"
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def send(self, call: Call[T]) -> T:
+        """Send one call; reads are retried on connection errors and 502/503/504."""
+        attempt = 0
+        while True:
+            attempt += 1
+            retry = call.retryable and attempt <= self.retries
+            try:
+                response = self._http.request(
+                    call.method,
+                    call.path,
+                    json=call.json,
+                    params=call.params,
+                    content=call.content,
+                    headers=build_headers(self.token, {**self._headers, **call.headers}),
+                )
+            except httpx.TransportError as error:
+                if retry:
+                    time.sleep(retry_delay(attempt, None))
+                    continue
+                raise connection_error(self.url, error) from error
+            if retry and response.status_code in RETRY_STATUSES:
+                time.sleep(retry_delay(attempt, response))
+                continue
+            return read(call, response, self.url)
+
+    # --- auth ----------------------------------------------------------------------------------
+
+    def login(
+        self,
+        username: str,
+        password: str,
+        *,
+        token_name: str | None = None,
+        expires_in_seconds: int | None = None,
+    ) -> IssuedToken:
+        """Log in with a password; the client uses the new token from now on."""
+        issued = self.send(calls.login(username, password, token_name, expires_in_seconds))
+        self.token = issued.token
+        return issued
+
+    def logout(self) -> None:
+        """Revoke the client's token on the server; the client has no token afterwards."""
+        self.send(calls.logout())
+        self.token = None
+
+    def whoami(self) -> WhoAmI:
+        """The user the client's token belongs to."""
+        return self.send(calls.whoami())
+
+
+class Drivers:
+    """Drivers: push, list, get, validate, download."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def push(self, source: DriverSource) -> DriverPush:
+        """Push a driver folder, ``.tar.gz`` file or bytes; ``created`` is False for an identical re-push.
+
+        Raises:
+            ValidationError: the driver is invalid; ``errors`` lists every problem.
+            ConflictError: this name and version are stored with other content.
+        """
+        return self._client.send(calls.push_driver(calls.driver_archive(source)))
+
+    def validate(self, source: DriverSource) -> DriverReport:
+        """Validate a driver on the server without storing it; the report lists every problem."""
+        return self._client.send(calls.validate_driver(calls.driver_archive(source)))
+
+    def list(self) -> builtins.list[Driver]:
+        """Every stored driver version."""
+        return self._client.send(calls.list_drivers())
+
+    def get(self, name: str, version: str) -> Driver:
+        """One driver version."""
+        return self._client.send(calls.get_driver(name, version))
+
+    def download(self, name: str, version: str) -> bytes:
+        """The driver version's ``.tar.gz`` as stored."""
+        return self._client.send(calls.download_driver(name, version))
+
+
+class Deployments:
+    """Deployments and their changes; each change answers the deployment and the task carrying it out."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(self) -> builtins.list[Deployment]:
+        """Every deployment."""
+        return self._client.send(calls.list_deployments())
+
+    def get(self, name: str) -> Deployment:
+        """One deployment."""
+        return self._client.send(calls.get_deployment(name))
+
+    def create(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        driver: str,
+        driver_version: str,
+        app_version: str | None = None,
+        configuration: ConfigurationLike | None = None,
+        cluster: str | None = None,
+    ) -> Change:
+        """Create a deployment (app_version defaults to the driver's application version; cluster to the
+        server's default)."""
+        return self._client.send(
+            calls.create_deployment(
+                name, namespace, driver, driver_version, app_version, configuration, cluster
+            )
+        )
+
+    def upgrade(
+        self,
+        name: str,
+        *,
+        app_version: str | None = None,
+        driver_version: str | None = None,
+        started_by_step: int | None = None,
+    ) -> Change:
+        """Upgrade the application and/or driver version; ``task`` is None when nothing changes.
+
+        ``started_by_step`` links the new task to the hook step of the action asking for it (only
+        Styrmin's actions may: pass ``context.hook_step_id``).
+        """
+        return self._client.send(calls.upgrade_deployment(name, app_version, driver_version, started_by_step))
+
+    def configure(self, name: str, configuration: ConfigurationLike) -> Change:
+        """Replace the deployment's configuration (values, images, env)."""
+        return self._client.send(calls.configure_deployment(name, configuration))
+
+    def stop(self, name: str, components: Sequence[str], *, started_by_step: int | None = None) -> Change:
+        """Stop components (scale their workloads to zero)."""
+        return self._client.send(calls.set_components(name, components, False, started_by_step))
+
+    def start(self, name: str, components: Sequence[str], *, started_by_step: int | None = None) -> Change:
+        """Start components again."""
+        return self._client.send(calls.set_components(name, components, True, started_by_step))
+
+    def delete(self, name: str) -> Change:
+        """Delete the deployment (the agent uninstalls it)."""
+        return self._client.send(calls.delete_deployment(name))
+
+
+class Tasks:
+    """Tasks: list, get, and wait until one ends."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(
+        self,
+        *,
+        deployment: str | None = None,
+        type: TaskType | str | None = None,
+        status: TaskStatus | str | None = None,
+        limit: int | None = None,
+        before: int | None = None,
+    ) -> TaskPage:
+        """One page of tasks, newest first; pass ``page.next_before`` as ``before`` for the next."""
+        return self._client.send(calls.list_tasks(deployment, type, status, limit, before))
+
+    def iter(
+        self,
+        *,
+        deployment: str | None = None,
+        type: TaskType | str | None = None,
+        status: TaskStatus | str | None = None,
+        page_size: int = 100,
+    ) -> Iterator[TaskSummary]:
+        """Every matching task, newest first, fetching pages as needed."""
+        before: int | None = None
+        while True:
+            page = self.list(deployment=deployment, type=type, status=status, limit=page_size, before=before)
+            yield from page.items
+            if page.next_before is None:
+                return
+            before = page.next_before
+
+    def get(self, task_id: int) -> Task:
+        """One task with its steps, result and origin."""
+        return self._client.send(calls.get_task(task_id))
+
+    def wait(
+        self,
+        task_id: int,
+        *,
+        on_progress: ProgressCallback | None = None,
+        interval: float = 1.0,
+        timeout: float | None = None,
+        raise_on_failure: bool = False,
+    ) -> Task:
+        """Poll the task until it ends and return it; ``on_progress`` gets it first and at every change.
+
+        Raises:
+            WaitTimeoutError: it has not ended after ``timeout`` seconds.
+            TaskFailedError: it failed, when ``raise_on_failure`` is True.
+        """
+        state = WaitState(task_id, interval, timeout)
+        while True:
+            try:
+                task = self.get(task_id)
+            except NotFoundError:
+                retry = state.tolerate_missing()
+                if retry is None:
+                    raise
+                time.sleep(retry)
+                continue
+            if state.changed(task) and on_progress is not None:
+                on_progress(task)
+            pause = state.next_pause(task, raise_on_failure)
+            if pause is None:
+                return task
+            time.sleep(pause)
+
+
+class Users:
+    """Users (administrators manage them; everyone signed in may list them)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(self) -> builtins.list[User]:
+        """Every user, styrmin-actions included (marked built-in)."""
+        return self._client.send(calls.list_users())
+
+    def get(self, username: str) -> User:
+        """One user."""
+        return self._client.send(calls.get_user(username))
+
+    def create(self, username: str, *, role: Role | str, password: str) -> User:
+        """Make a user with a role and a password."""
+        return self._client.send(calls.create_user(username, role, password))
+
+    def set_role(self, username: str, role: Role | str) -> User:
+        """Change a user's role."""
+        return self._client.send(calls.update_user(username, role=role))
+
+    def deactivate(self, username: str) -> User:
+        """Deactivate a user: it cannot log in and its tokens get 401 until activated again."""
+        return self._client.send(calls.update_user(username, active=False))
+
+    def activate(self, username: str) -> User:
+        """Activate a deactivated user again."""
+        return self._client.send(calls.update_user(username, active=True))
+
+    def set_password(self, username: str, password: str) -> User:
+        """Set a user's password (refused for built-in users)."""
+        return self._client.send(calls.set_password(username, password))
+
+    def reset_password(self, username: str) -> PasswordReset:
+        """Give a user a new random password, returned once."""
+        return self._client.send(calls.reset_password(username))
+
+
+__all__ = ["Client", "Deployments", "Drivers", "ProgressCallback", "Tasks", "Users"]

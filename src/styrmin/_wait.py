@@ -1,0 +1,65 @@
+"""Waiting for a task to end, shared by the sync and async clients."""
+
+from __future__ import annotations
+
+import time
+
+from styrmin.errors import TaskFailedError, WaitTimeoutError
+from styrmin.models import Task, TaskStatus
+
+NOT_FOUND_GRACE = 3.0
+"""Seconds a wait tries again when its task is not found yet (just recorded)."""
+
+
+class WaitState:
+    """Tracks one wait: what was last reported and when the wait gives up."""
+
+    def __init__(self, task_id: int, interval: float, timeout: float | None) -> None:
+        self.task_id = task_id
+        self.interval = max(interval, 0.05)
+        self.timeout = timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self._last: Task | None = None
+        self._started = time.monotonic()
+
+    def tolerate_missing(self) -> float | None:
+        """Seconds to sleep before reading again when the task was not found; None to give up.
+
+        A task the server has just recorded may not be readable for a moment (the answer to a change
+        can arrive before the server's transaction is visible), so a wait that has not yet seen its
+        task tries again for up to ``NOT_FOUND_GRACE`` seconds.
+        """
+        if self._last is not None or time.monotonic() - self._started > NOT_FOUND_GRACE:
+            return None
+        return min(self.interval, 0.2)
+
+    def changed(self, task: Task) -> bool:
+        """Whether ``task`` differs from what was last reported (always True the first time)."""
+        if task == self._last:
+            return False
+        self._last = task
+        return True
+
+    def next_pause(self, task: Task, raise_on_failure: bool) -> float | None:
+        """Seconds to sleep before the next poll; None when the task has ended.
+
+        Raises:
+            TaskFailedError: the task failed and ``raise_on_failure`` is True.
+            WaitTimeoutError: the deadline passed.
+        """
+        if task.ended:
+            if raise_on_failure and task.status == TaskStatus.FAILED:
+                raise TaskFailedError(
+                    f"Task {task.id} ({task.type.value} of {task.deployment}) failed: {task.error or 'no error given'}",
+                    task=task,
+                )
+            return None
+        if self.deadline is None:
+            return self.interval
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise WaitTimeoutError(
+                f"Task {task.id} has not ended after {self.timeout:g} seconds; it is {task.status.value}.",
+                task=task,
+            )
+        return min(self.interval, left)

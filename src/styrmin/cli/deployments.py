@@ -1,0 +1,366 @@
+"""``styrminctl deployments``: create, list, show, upgrade, configure, stop, start and delete."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from styrmin.cli._common import (
+    OutputOption,
+    UsageProblem,
+    WaitOption,
+    WaitTimeoutOption,
+    handle_errors,
+    state,
+)
+from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
+from styrmin.cli.progress import finish_change
+from styrmin.cli.render import deployment_detail, deployments_table
+from styrmin.models import Configuration
+
+app = typer.Typer(help="Deployments: create, change and inspect them.", no_args_is_help=True)
+
+NameArgument = Annotated[str, typer.Argument(help="The deployment's name.", show_default=False)]
+ComponentsArgument = Annotated[
+    list[str] | None,
+    typer.Argument(help="Component names (see: styrminctl drivers get).", show_default=False),
+]
+FileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--file",
+        "-f",
+        help="YAML or JSON file with the whole configuration: values, images and env.",
+        exists=True,
+    ),
+]
+ValuesOption = Annotated[
+    Path | None,
+    typer.Option("--values", help="YAML or JSON file with the Helm values (replaces them).", exists=True),
+]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", help="Set one Helm value: PATH=VALUE, with a dotted PATH and a YAML VALUE (repeatable)."
+    ),
+]
+ImageOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--image", help='Image of a component: COMPONENT=IMAGE; may use "{{ app.version }}" (repeatable).'
+    ),
+]
+EnvOption = Annotated[
+    list[str] | None,
+    typer.Option("--env", help="Env var of a component's container: COMPONENT.NAME=VALUE (repeatable)."),
+]
+
+
+def _read_structured(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise UsageProblem(f"Cannot read {path}: {error.strerror or error}.") from None
+    try:
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as error:
+        raise UsageProblem(
+            f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {error}"
+        ) from None
+
+
+def _pair(text: str, option: str, shape: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise typer.BadParameter(f'"{text}" is not {shape}.', param_hint=option)
+    return key.strip(), value
+
+
+def _set_path(values: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = values
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[keys[-1]] = value
+
+
+def _unset_path(values: dict[str, Any], dotted: str) -> None:
+    keys = dotted.split(".")
+    node: Any = values
+    for key in keys[:-1]:
+        node = node.get(key) if isinstance(node, dict) else None
+        if node is None:
+            return
+    if isinstance(node, dict):
+        node.pop(keys[-1], None)
+
+
+def edit_configuration(
+    base: Configuration,
+    *,
+    file: Path | None = None,
+    values_file: Path | None = None,
+    sets: list[str] | None = None,
+    unsets: list[str] | None = None,
+    images: list[str] | None = None,
+    unset_images: list[str] | None = None,
+    envs: list[str] | None = None,
+    unset_envs: list[str] | None = None,
+) -> Configuration:
+    """``base`` with the options applied, in this order: --file, --values, --set/--unset, images, env."""
+    data: dict[str, Any] = copy.deepcopy(base.model_dump(mode="json"))
+    if file is not None:
+        loaded = _read_structured(file, "configuration") or {}
+        if not isinstance(loaded, dict) or set(loaded) - {"values", "images", "env"}:
+            raise UsageProblem(f"{file} must be a mapping with only values, images and env.")
+        data = {"values": {}, "images": {}, "env": {}, **loaded}
+    if values_file is not None:
+        loaded = _read_structured(values_file, "values") or {}
+        if not isinstance(loaded, dict):
+            raise UsageProblem(f"{values_file} must hold a mapping of Helm values.")
+        data["values"] = loaded
+    for item in sets or []:
+        key, raw = _pair(item, "--set", "PATH=VALUE")
+        try:
+            parsed = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError:
+            parsed = raw
+        _set_path(data["values"], key, parsed)
+    for key in unsets or []:
+        _unset_path(data["values"], key)
+    for item in images or []:
+        component, image = _pair(item, "--image", "COMPONENT=IMAGE")
+        data["images"][component] = image
+    for component in unset_images or []:
+        data["images"].pop(component, None)
+    for item in envs or []:
+        target, value = _pair(item, "--env", "COMPONENT.NAME=VALUE")
+        component, dot, name = target.partition(".")
+        if not dot or not name:
+            raise typer.BadParameter(f'"{item}" is not COMPONENT.NAME=VALUE.', param_hint="--env")
+        data["env"].setdefault(component, {})[name] = value
+    for target in unset_envs or []:
+        component, _, name = target.partition(".")
+        env = data["env"].get(component, {})
+        env.pop(name, None)
+        if not env:
+            data["env"].pop(component, None)
+    try:
+        return Configuration.model_validate(data)
+    except Exception as error:
+        raise UsageProblem(f"The configuration is not valid: {error}") from None
+
+
+@app.command()
+@handle_errors
+def create(
+    name: NameArgument,
+    driver: Annotated[str, typer.Option("--driver", "-d", help="The driver: NAME or NAME@VERSION.")],
+    driver_version: Annotated[
+        str | None, typer.Option("--driver-version", help="The driver's version.")
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", "-n", help="Kubernetes namespace (default: the deployment's name)."),
+    ] = None,
+    app_version: Annotated[
+        str | None, typer.Option("--app-version", help="Application version (default: the driver's).")
+    ] = None,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="The cluster to deploy to (default: the server's).")
+    ] = None,
+    file: FileOption = None,
+    values: ValuesOption = None,
+    set_values: SetOption = None,
+    image: ImageOption = None,
+    env: EnvOption = None,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Create a deployment of a driver's application."""
+    if driver_version is None:
+        driver, _, driver_version = driver.partition("@")
+        if not driver_version:
+            raise UsageProblem(
+                "Give the driver's version: --driver NAME@VERSION or --driver-version VERSION."
+            )
+    configuration = edit_configuration(
+        Configuration(), file=file, values_file=values, sets=set_values, images=image, envs=env
+    )
+    with state().client() as client:
+        change = client.deployments.create(
+            name,
+            namespace=namespace or name,
+            driver=driver,
+            driver_version=driver_version,
+            app_version=app_version,
+            configuration=configuration,
+            cluster=cluster,
+        )
+        finish_change(client, "Creating", change, wait, timeout, output)
+
+
+@app.command("list")
+@handle_errors
+def list_deployments(output: OutputOption = OutputFormat.TEXT) -> None:
+    """List the deployments."""
+    with state().client() as client:
+        found = client.deployments.list()
+    if is_machine(output):
+        emit(found, output)
+    elif not found:
+        make_console().print(
+            "No deployments yet; create one with: styrminctl deployments create", soft_wrap=True
+        )
+    else:
+        make_console().print(deployments_table(found))
+
+
+@app.command()
+@handle_errors
+def get(name: NameArgument, output: OutputOption = OutputFormat.TEXT) -> None:
+    """Show a deployment: versions, status, configuration and its latest tasks."""
+    with state().client() as client:
+        deployment = client.deployments.get(name)
+        if is_machine(output):
+            emit(deployment, output)
+            return
+        recent = client.tasks.list(deployment=name, limit=5).items
+    make_console().print(deployment_detail(deployment, recent), soft_wrap=True)
+
+
+@app.command()
+@handle_errors
+def upgrade(
+    name: NameArgument,
+    app_version: Annotated[
+        str | None, typer.Option("--app-version", help="The application version to run.")
+    ] = None,
+    driver_version: Annotated[
+        str | None, typer.Option("--driver-version", help="The driver version to use.")
+    ] = None,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Upgrade the application and/or the driver version (nothing happens if it already runs them)."""
+    if app_version is None and driver_version is None:
+        raise UsageProblem("Give --app-version, --driver-version or both.")
+    with state().client() as client:
+        change = client.deployments.upgrade(name, app_version=app_version, driver_version=driver_version)
+        finish_change(client, "Upgrading", change, wait, timeout, output)
+
+
+@app.command("set")
+@handle_errors
+def set_configuration(
+    name: NameArgument,
+    file: FileOption = None,
+    values: ValuesOption = None,
+    set_values: SetOption = None,
+    unset: Annotated[
+        list[str] | None,
+        typer.Option("--unset", help="Remove one Helm value by its dotted PATH (repeatable)."),
+    ] = None,
+    image: ImageOption = None,
+    unset_image: Annotated[
+        list[str] | None,
+        typer.Option("--unset-image", help="Drop a component's image override (repeatable)."),
+    ] = None,
+    env: EnvOption = None,
+    unset_env: Annotated[
+        list[str] | None, typer.Option("--unset-env", help="Remove an env var: COMPONENT.NAME (repeatable).")
+    ] = None,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Change the configuration: starts from the current one (or --file) and applies the options."""
+    if not any((file, values, set_values, unset, image, unset_image, env, unset_env)):
+        raise UsageProblem(
+            "Say what to change: --file, --values, --set, --unset, --image or --env (see --help)."
+        )
+    with state().client() as client:
+        current = client.deployments.get(name).configuration
+        configuration = edit_configuration(
+            current,
+            file=file,
+            values_file=values,
+            sets=set_values,
+            unsets=unset,
+            images=image,
+            unset_images=unset_image,
+            envs=env,
+            unset_envs=unset_env,
+        )
+        change = client.deployments.configure(name, configuration)
+        finish_change(client, "Configuring", change, wait, timeout, output)
+
+
+def _components(client: Any, name: str, components: list[str] | None, all_components: bool) -> list[str]:
+    if all_components:
+        deployment = client.deployments.get(name)
+        driver = client.drivers.get(deployment.driver, deployment.driver_version)
+        return [c.name for c in driver.components]
+    if not components:
+        raise UsageProblem("Name the components, or pass --all.")
+    return components
+
+
+AllOption = Annotated[bool, typer.Option("--all", help="Every component of the deployment's driver.")]
+
+
+@app.command()
+@handle_errors
+def stop(
+    name: NameArgument,
+    components: ComponentsArgument = None,
+    all_components: AllOption = False,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Stop components: scale their workloads to zero."""
+    with state().client() as client:
+        change = client.deployments.stop(name, _components(client, name, components, all_components))
+        finish_change(client, "Stopping components of", change, wait, timeout, output)
+
+
+@app.command()
+@handle_errors
+def start(
+    name: NameArgument,
+    components: ComponentsArgument = None,
+    all_components: AllOption = False,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Start stopped components again."""
+    with state().client() as client:
+        change = client.deployments.start(name, _components(client, name, components, all_components))
+        finish_change(client, "Starting components of", change, wait, timeout, output)
+
+
+@app.command()
+@handle_errors
+def delete(
+    name: NameArgument,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Delete a deployment: the agent uninstalls it."""
+    with state().client() as client:
+        change = client.deployments.delete(name)
+        finish_change(client, "Deleting", change, wait, timeout, output)

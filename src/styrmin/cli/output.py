@@ -1,0 +1,64 @@
+"""Consoles and machine-readable output (``-o json|yaml``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+from rich.console import Console
+
+
+class OutputFormat(StrEnum):
+    """How a command prints what it read: for people (the default), or as JSON or YAML."""
+
+    TEXT = "text"
+    JSON = "json"
+    YAML = "yaml"
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console on stdout (or stderr). Rich honours NO_COLOR and FORCE_COLOR; when the output is not
+    a terminal, lines are not wrapped at 80 columns (COLUMNS sets the width)."""
+    stream = sys.stderr if stderr else sys.stdout
+    is_tty = stream.isatty()
+    width = None if is_tty or os.environ.get("COLUMNS") else 200
+    return Console(file=stream, stderr=stderr, width=width, highlight=False, soft_wrap=False)
+
+
+def plain(data: Any) -> Any:
+    """``data`` (models, lists of models, dicts) as plain JSON-able values."""
+    if isinstance(data, BaseModel):
+        return data.model_dump(mode="json")
+    if isinstance(data, dict):
+        return {str(k): plain(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [plain(item) for item in data]
+    return data
+
+
+def dump(data: Any, fmt: OutputFormat) -> str:
+    """``data`` as JSON (2-space indent) or YAML (fields in the API's order)."""
+    value = plain(data)
+    if fmt == OutputFormat.YAML:
+        return str(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False))
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def emit(data: Any, fmt: OutputFormat) -> None:
+    """Write ``data`` to stdout as ``fmt`` (never through Rich, so no markup or wrapping applies)."""
+    sys.stdout.write(dump(data, fmt))
+    sys.stdout.flush()
+
+
+def is_machine(fmt: OutputFormat | None) -> bool:
+    return fmt is not None and fmt != OutputFormat.TEXT
+
+
+def join(values: Sequence[str], empty: str = "-") -> str:
+    return ", ".join(values) if values else empty

@@ -1,0 +1,70 @@
+"""``styrminctl tasks``: list, show and wait for tasks."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from styrmin.cli._common import OutputOption, WaitTimeoutOption, handle_errors, state
+from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
+from styrmin.cli.progress import show_task, wait_live
+from styrmin.cli.render import tasks_table
+from styrmin.models import TaskStatus, TaskType
+
+app = typer.Typer(help="Tasks: what each change did, step by step.", no_args_is_help=True)
+
+TaskArgument = Annotated[int, typer.Argument(help="The task's id.", min=1, show_default=False)]
+
+
+@app.command("list")
+@handle_errors
+def list_tasks(
+    deployment: Annotated[
+        str | None, typer.Option("--deployment", "-d", help="Only this deployment's.")
+    ] = None,
+    type: Annotated[TaskType | None, typer.Option("--type", "-t", help="Only tasks of this type.")] = None,
+    status: Annotated[
+        TaskStatus | None, typer.Option("--status", help="Only tasks with this status.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-l", help="How many tasks at most.", min=1, max=500)] = 20,
+    before: Annotated[
+        int | None, typer.Option("--before", help="Only tasks older than this id (the next page).", min=1)
+    ] = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """List tasks, newest first."""
+    with state().client() as client:
+        page = client.tasks.list(deployment=deployment, type=type, status=status, limit=limit, before=before)
+    if is_machine(output):
+        emit(page, output)
+        return
+    console = make_console()
+    if not page.items:
+        console.print("No tasks.")
+        return
+    console.print(tasks_table(page.items))
+    if page.next_before is not None:
+        console.print(Text(f"More: add --before {page.next_before}", style="dim"), soft_wrap=True)
+
+
+@app.command()
+@handle_errors
+def get(task_id: TaskArgument, output: OutputOption = OutputFormat.TEXT) -> None:
+    """Show a task: type, status, who asked, origin, result, then each step with its error, notes, output
+    and the tasks it started. Exit code 1 when the task failed."""
+    with state().client() as client:
+        task = client.tasks.get(task_id)
+    show_task(task, output)
+
+
+@app.command()
+@handle_errors
+def wait(
+    task_id: TaskArgument, timeout: WaitTimeoutOption = None, output: OutputOption = OutputFormat.TEXT
+) -> None:
+    """Show a task's steps live until it ends, then the task; exit code 1 when it failed."""
+    with state().client() as client:
+        task = wait_live(client, task_id, timeout)
+    show_task(task, output)

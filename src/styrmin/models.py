@@ -1,0 +1,372 @@
+"""Typed models of what the Styrmin API answers: drivers, deployments, changes, tasks, steps, users.
+
+Field names are the API's (``GET /api/openapi.json``), so ``model.model_dump(mode="json")`` gives the
+same JSON the server sent. Unknown fields from a newer server are ignored.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+
+def _as_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+Time = Annotated[datetime, AfterValidator(_as_utc)]
+"""An aware UTC time (a server on SQLite may send times without an offset; they are UTC)."""
+
+
+class Role(StrEnum):
+    """A user's role: Admin > Read/write > Read-only."""
+
+    ADMIN = "admin"
+    READ_WRITE = "read-write"
+    READ_ONLY = "read-only"
+
+
+class TaskType(StrEnum):
+    """The kind of change a task carries out."""
+
+    CREATE = "create"
+    CONFIGURE = "configure"
+    UPGRADE = "upgrade"
+    STOP = "stop"
+    START = "start"
+    BACKUP = "backup"
+    RESTORE = "restore"
+    DELETE = "delete"
+
+
+class TaskStatus(StrEnum):
+    """Where a task (or a step) is in its life."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+    @property
+    def ended(self) -> bool:
+        """Whether it has ended (succeeded or failed)."""
+        return self in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+
+
+StepStatus = TaskStatus
+
+
+class DeploymentStatus(StrEnum):
+    """What a deployment is doing."""
+
+    PENDING = "pending"
+    DEPLOYING = "deploying"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    DELETING = "deleting"
+    DELETED = "deleted"
+
+
+class Hook(StrEnum):
+    """A point in the deployment lifecycle where a driver's actions run."""
+
+    SETUP = "setup"
+    UPGRADE = "upgrade"
+    BACKUP = "backup"
+    RESTORE = "restore"
+
+
+class Mode(StrEnum):
+    """When an action runs within its hook: before, as, or after the main operation."""
+
+    PRE = "pre"
+    CORE = "core"
+    POST = "post"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+# --- auth and users ----------------------------------------------------------------------------
+
+
+class IssuedToken(_Model):
+    """An API token as login hands it out: the token itself is shown only once."""
+
+    id: int
+    token: str
+    expires_at: Time
+
+
+class WhoAmI(_Model):
+    """The user a token belongs to."""
+
+    username: str
+    role: Role
+    builtin: bool
+    token_kind: str
+
+
+class User(_Model):
+    """A user of Styrmin."""
+
+    username: str
+    role: Role
+    active: bool
+    builtin: bool = Field(description="Built-in users (styrmin-actions) have no password and cannot log in.")
+    has_password: bool
+    created_at: Time
+
+
+class PasswordReset(_Model):
+    """A new random password, shown only once."""
+
+    username: str
+    password: str
+
+
+# --- drivers -----------------------------------------------------------------------------------
+
+
+class DriverApplication(_Model):
+    """The application a driver deploys."""
+
+    name: str
+    default_version: str
+
+
+class DriverComponent(_Model):
+    """A component of a driver: a workload that can be stopped and started, with its main container."""
+
+    name: str
+    workload_kind: str
+    workload_name: str
+    container: str | None = None
+
+
+class DriverAction(_Model):
+    """An action of a driver: a Prefect flow run at a hook, in a mode."""
+
+    name: str
+    hook: Hook
+    mode: Mode
+    location: str
+    description: str | None = None
+    timeout: int
+
+
+class Driver(_Model):
+    """A stored driver version."""
+
+    name: str
+    version: str
+    description: str | None = None
+    checksum: str = Field(description="SHA-256 of the stored .tar.gz.")
+    application: DriverApplication
+    components: list[DriverComponent]
+    actions: list[DriverAction]
+    pushed_by: str
+    pushed_at: Time
+
+
+class DriverPush(_Model):
+    """The answer to a push: the stored driver, and whether this push stored it (False: it was there)."""
+
+    created: bool
+    driver: Driver
+
+
+class DriverProblem(_Model):
+    """One thing wrong with a driver: where (file, line, field) and what to do."""
+
+    file: str
+    line: int | None = None
+    field: str | None = None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f", line {self.line}"
+        if self.field:
+            where += f", {self.field}"
+        return f"{where}: {self.message}"
+
+
+class DriverReport(_Model):
+    """The result of validating a driver: every problem, and what the driver declares."""
+
+    name: str | None = None
+    version: str | None = None
+    components: list[DriverComponent] = []
+    actions: list[DriverAction] = []
+    problems: list[DriverProblem] = []
+
+    @property
+    def valid(self) -> bool:
+        """Whether the driver has no problem."""
+        return not self.problems
+
+
+# --- deployments and changes -------------------------------------------------------------------
+
+
+class Configuration(_Model):
+    """A deployment's configuration: Helm values, image override and env vars per component."""
+
+    values: dict[str, Any] = Field(default_factory=dict)
+    images: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+
+class Deployment(_Model):
+    """A deployment of a driver's application: the versions it should run, and what the cluster runs."""
+
+    id: int | None = None
+    name: str
+    namespace: str
+    cluster: str
+    driver: str
+    driver_version: str
+    app_version: str
+    running_app_version: str | None = Field(
+        default=None, description="What the cluster runs, as last applied."
+    )
+    running_driver_version: str | None = None
+    configuration: Configuration
+    stopped_components: list[str]
+    status: DeploymentStatus
+    revision: int
+    created_at: Time
+    updated_at: Time
+
+
+class TaskSummary(_Model):
+    """A task as lists show it (without its steps)."""
+
+    id: int
+    type: TaskType
+    status: TaskStatus
+    deployment: str
+    revision: int | None = None
+    requested_by: str
+    created_at: Time
+    started_at: Time | None = None
+    ended_at: Time | None = None
+    error: str | None = None
+    parent_task_id: int | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the task has ended (succeeded or failed)."""
+        return self.status.ended
+
+    @property
+    def duration(self) -> timedelta | None:
+        """How long it ran: to its end, or so far; None before it started."""
+        return _duration(self.started_at, self.ended_at)
+
+
+class Change(_Model):
+    """The answer to a change (create, upgrade, configure, stop, start, delete)."""
+
+    deployment: Deployment
+    task: TaskSummary | None = Field(description="The task that carries it out; None when nothing changes.")
+
+
+class TaskPage(_Model):
+    """A page of tasks, newest first; pass ``next_before`` as ``before`` for the next page."""
+
+    items: list[TaskSummary]
+    next_before: int | None = None
+
+
+class StartedTask(_Model):
+    """A task that a step's action started, with its result."""
+
+    id: int
+    type: TaskType
+    status: TaskStatus
+    error: str | None = None
+    result: dict[str, Any] | None = None
+
+
+class Step(_Model):
+    """One step of a task."""
+
+    id: int
+    position: int
+    name: str
+    status: StepStatus
+    started_at: Time | None = None
+    ended_at: Time | None = None
+    error: str | None = None
+    output_tail: str | None = Field(default=None, description="The kept end of a failed command's output.")
+    output_truncated: bool = Field(default=False, description="True when earlier output was cut.")
+    notes: list[str] = []
+    flow_run_id: str | None = None
+    started_tasks: list[StartedTask] = []
+
+    @property
+    def duration(self) -> timedelta | None:
+        """How long it ran: to its end, or so far; None before it started."""
+        return _duration(self.started_at, self.ended_at)
+
+
+class StartedBy(_Model):
+    """The hook step whose action started a task."""
+
+    task_id: int
+    task_type: TaskType
+    step_id: int
+    step_name: str
+
+
+class Task(TaskSummary):
+    """A task with its steps in order, its result and, when an action started it, where from."""
+
+    result: dict[str, Any] | None = None
+    started_by: StartedBy | None = None
+    steps: list[Step] = []
+
+
+def _duration(started: datetime | None, ended: datetime | None) -> timedelta | None:
+    if started is None:
+        return None
+    return max((ended or datetime.now(UTC)) - started, timedelta(0))
+
+
+__all__ = [
+    "Change",
+    "Configuration",
+    "Deployment",
+    "DeploymentStatus",
+    "Driver",
+    "DriverAction",
+    "DriverApplication",
+    "DriverComponent",
+    "DriverProblem",
+    "DriverPush",
+    "DriverReport",
+    "Hook",
+    "IssuedToken",
+    "Mode",
+    "PasswordReset",
+    "Role",
+    "StartedBy",
+    "StartedTask",
+    "Step",
+    "StepStatus",
+    "Task",
+    "TaskPage",
+    "TaskStatus",
+    "TaskSummary",
+    "TaskType",
+    "User",
+    "WhoAmI",
+]

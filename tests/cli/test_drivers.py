@@ -1,0 +1,116 @@
+"""`styrminctl drivers`: offline validation, push, list and get."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import yaml
+
+from tests.sdk.server import unique, write_driver, write_invalid_driver
+
+from .conftest import Ctl
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def test_validate_works_offline_and_summarises_a_valid_driver(ctl: Ctl, tmp_path: Path) -> None:
+    folder = write_driver(tmp_path / "demo")
+    result = ctl("drivers", "validate", str(folder), env={"STYRMIN_URL": _closed_port_url()})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "demo@1.0.0 is valid.",
+        "Components (2):",
+        "  server: Deployment {{ .Release.Name }}-server, container server",
+        "  worker: Deployment {{ .Release.Name }}-worker",
+        "Actions (0):",
+    ]
+    report = json.loads(ctl("drivers", "validate", str(folder), "-o", "json", auth=False).stdout)
+    assert set(report) == {"name", "version", "components", "actions", "problems"}
+    assert report["problems"] == []
+
+
+def test_validate_lists_every_problem_and_exits_1(ctl: Ctl, tmp_path: Path) -> None:
+    folder = write_invalid_driver(tmp_path / "broken")
+    result = ctl("drivers", "validate", str(folder), auth=False)
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "broken@1.0.0 is not valid: 2 problems.",
+        'driver.styrmin.yml, line 23, spec.actions[0].hook: "sometime" is not a hook; use setup, upgrade, backup or restore.',
+        'driver.styrmin.yml, line 24, spec.actions[0].mode: "later" is not a mode; use pre, core or post.',
+    ]
+    as_yaml = ctl("drivers", "validate", str(folder), "-o", "yaml", auth=False)
+    assert as_yaml.exit_code == 1
+    assert [p["field"] for p in yaml.safe_load(as_yaml.stdout)["problems"]] == [
+        "spec.actions[0].hook",
+        "spec.actions[0].mode",
+    ]
+    missing = ctl("drivers", "validate", str(tmp_path / "nothing"), auth=False)
+    assert missing.exit_code == 1 and "no such folder or file" in missing.stdout
+    remote = ctl("drivers", "validate", str(folder), "--remote")
+    assert remote.exit_code == 1 and remote.stdout == result.stdout
+
+
+def test_push_list_and_get(ctl: Ctl, tmp_path: Path) -> None:
+    name = unique("drv")
+    folder = write_driver(tmp_path / "d", name=name)
+    pushed = ctl("drivers", "push", str(folder))
+    assert pushed.exit_code == 0, pushed.output
+    assert pushed.stdout.startswith(f"Pushed {name}@1.0.0 (sha256:")
+    again = ctl("drivers", "push", str(folder), "-o", "json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["created"] is False
+    (folder / "chart" / "values.yaml").write_text("replicas: 2\n")
+    changed = ctl("drivers", "push", str(folder))
+    assert changed.exit_code == 1 and name in changed.stderr
+
+    table = ctl("drivers", "list").stdout.splitlines()
+    assert table[0].split() == [
+        "NAME",
+        "VERSION",
+        "APPLICATION",
+        "COMPONENTS",
+        "ACTIONS",
+        "PUSHED",
+        "BY",
+        "AGE",
+    ]
+    assert any(line.split()[:2] == [name, "1.0.0"] for line in table)
+    listed = json.loads(ctl("drivers", "list", "-o", "json").stdout)
+    assert set(listed[0]) == {
+        "name", "version", "description", "checksum", "application", "components", "actions",
+        "pushed_by", "pushed_at",
+    }  # fmt: skip
+    shown = ctl("drivers", "get", f"{name}@1.0.0")
+    assert shown.exit_code == 0
+    assert f"Driver:        {name}@1.0.0" in shown.stdout and "Components (2):" in shown.stdout
+    assert yaml.safe_load(ctl("drivers", "get", name, "1.0.0", "-o", "yaml").stdout)["name"] == name
+    assert ctl("drivers", "get", name).exit_code == 2  # no version
+    missing = ctl("drivers", "get", name, "9.9.9")
+    assert missing.exit_code == 1 and "error:" in missing.stderr
+
+
+def test_pushing_an_invalid_driver_prints_every_problem_and_exits_1(ctl: Ctl, tmp_path: Path) -> None:
+    result = ctl("drivers", "push", str(write_invalid_driver(tmp_path / "broken")))
+    assert result.exit_code == 1
+    assert "is not valid: 2 problems" in result.stderr
+    assert '  driver.styrmin.yml, line 23, spec.actions[0].hook: "sometime" is not a hook' in result.stderr
+    assert '  driver.styrmin.yml, line 24, spec.actions[0].mode: "later" is not a mode' in result.stderr
+
+
+def test_a_read_only_user_cannot_push(ctl: Ctl, tmp_path: Path) -> None:
+    from styrmin import Role
+
+    reader = ctl.server.make_user(Role.READ_ONLY)
+    result = ctl(
+        "drivers",
+        "push",
+        str(write_driver(tmp_path / "d")),
+        env={"STYRMIN_TOKEN": ctl.server.token_for(reader)},
+    )
+    assert result.exit_code == 1
+    assert "this needs Read/write" in result.stderr

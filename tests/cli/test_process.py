@@ -1,0 +1,116 @@
+"""The installed `styrminctl` as a process: exit codes, NO_COLOR and shell completion."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.sdk.server import LiveServer, run_task, unique
+
+SCRIPT = Path(sys.executable).with_name("styrminctl")
+_SGR = re.compile(r"\x1b\[([0-9;]*)m")
+_COLOURS = {str(n) for n in [*range(30, 39), *range(40, 49), *range(90, 98)]}
+
+
+def styrminctl(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("STYRMIN", "NO_COLOR", "FORCE_COLOR", "_STYRMINCTL"))
+    }
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "styrmin.cli"]
+    return subprocess.run(
+        [*command, *args],
+        env={**base, **(env or {})},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def env(live_server: LiveServer, tmp_path: Path) -> dict[str, str]:
+    return {
+        "STYRMIN_URL": live_server.url,
+        "STYRMIN_TOKEN": live_server.admin_token(),
+        "STYRMINCTL_CONFIG": str(tmp_path / "styrminctl.yaml"),
+        "COLUMNS": "200",
+    }
+
+
+def _failed_task(server: LiveServer, env: dict[str, str]) -> int:
+    name = unique("shop")
+    created = styrminctl("deployments", "create", name, "--driver", "demo@1.0.0", "-o", "json", env=env)
+    assert created.returncode == 0, created.stderr
+    task_id: int = json.loads(created.stdout)["task"]["id"]
+    run_task(server, task_id, fail=True, output="the end\n", truncated=True)
+    return task_id
+
+
+def test_the_console_script_is_installed() -> None:
+    assert SCRIPT.exists(), f"{SCRIPT} is missing: pyproject.toml declares styrminctl = styrmin.cli:app"
+    result = styrminctl("--version")
+    assert result.returncode == 0 and result.stdout.startswith("styrminctl ")
+
+
+def test_exit_codes(live_server: LiveServer, env: dict[str, str]) -> None:
+    assert styrminctl("whoami", env=env).returncode == 0
+    failed = _failed_task(live_server, env)
+    assert styrminctl("tasks", "get", str(failed), env=env).returncode == 1  # a failed task
+    assert styrminctl("tasks", "get", "999999", env=env).returncode == 1  # the server refused
+    assert styrminctl("deployments", "frobnicate", env=env).returncode == 2  # usage
+    assert styrminctl("tasks", "get", "not-a-number", env=env).returncode == 2  # usage
+    unreachable = styrminctl(
+        "--request-timeout", "1", "whoami", env={**env, "STYRMIN_URL": "http://127.0.0.1:9"}
+    )
+    assert unreachable.returncode == 2 and "cannot be reached" in unreachable.stderr
+    assert styrminctl("whoami", env={k: v for k, v in env.items() if k != "STYRMIN_URL"}).returncode == 2
+    assert "Traceback" not in unreachable.stderr
+
+
+def test_colour_unless_no_color(live_server: LiveServer, env: dict[str, str]) -> None:
+    failed = _failed_task(live_server, env)
+    coloured = styrminctl("tasks", "get", str(failed), env={**env, "FORCE_COLOR": "1"})
+    codes = {code for match in _SGR.findall(coloured.stdout) for code in match.split(";")}
+    assert codes & _COLOURS, "a failed status is shown in colour on a terminal"
+    plain = styrminctl("tasks", "get", str(failed), env={**env, "FORCE_COLOR": "1", "NO_COLOR": "1"})
+    codes = {code for match in _SGR.findall(plain.stdout) for code in match.split(";")}
+    assert not codes & _COLOURS, "NO_COLOR removes every colour"
+    assert "Earlier output was cut; this is the end of it." in _SGR.sub("", plain.stdout)
+    piped = styrminctl("tasks", "get", str(failed), env=env)
+    assert "\x1b" not in piped.stdout  # not a terminal: no escape codes at all
+
+
+def test_shell_completion(tmp_path: Path) -> None:
+    config = tmp_path / "styrminctl.yaml"
+    config.write_text(
+        "contexts:\n- {name: prod, server: 'https://a'}\n- {name: staging, server: 'https://b'}\n"
+    )
+    script = styrminctl("--show-completion", "bash")
+    assert script.returncode == 0 and "_STYRMINCTL_COMPLETE=complete_bash" in script.stdout
+
+    def complete(words: str) -> list[str]:
+        result = styrminctl(
+            env={
+                "_STYRMINCTL_COMPLETE": "complete_bash",
+                "COMP_WORDS": words,
+                "COMP_CWORD": str(len(words.split(" ")) - 1),
+                "STYRMINCTL_CONFIG": str(config),
+            }
+        )
+        return result.stdout.split()
+
+    assert complete("styrminctl dep") == ["deployments"]
+    assert complete("styrminctl config use-context ") == ["prod", "staging"]
+    assert complete("styrminctl config use-context st") == ["staging"]
+    assert complete("styrminctl tasks list --status ") == ["pending", "running", "succeeded", "failed"]
+    assert complete("styrminctl users set-role bob ") == ["admin", "read-write", "read-only"]

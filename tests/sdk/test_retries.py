@@ -1,0 +1,118 @@
+"""Retries: reads are retried on connection errors and 502/503/504; writes never are.
+
+The server here is a real HTTP server on loopback that answers from a script, so that a test can see
+how many requests arrived.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+
+from styrmin import Client, ServerError, StyrminConnectionError, StyrminError
+
+
+class _Scripted(BaseHTTPRequestHandler):
+    script: ClassVar[list[int]] = []
+    seen: ClassVar[list[str]] = []
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        type(self).seen.append(f"{self.command} {self.path}")
+        status = type(self).script.pop(0) if type(self).script else 200
+        if status == 299:  # a page that is not Styrmin's
+            data = b"<html>Welcome to nginx</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        if status == 200:
+            body = {"username": "admin", "role": "admin", "builtin": False, "token_kind": "api"}
+        else:
+            body = {"message": "Styrmin is starting; try again.", "field": None, "errors": []}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if status == 503:
+            self.send_header("Retry-After", "0")
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = _answer
+    do_POST = _answer
+    do_DELETE = _answer
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def scripted() -> Iterator[tuple[str, type[_Scripted]]]:
+    _Scripted.script, _Scripted.seen = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _Scripted
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_read_is_retried_on_503_until_it_succeeds(scripted: tuple[str, type[_Scripted]]) -> None:
+    url, handler = scripted
+    handler.script = [503, 503]
+    with Client(url, "t", retries=3) as client:
+        assert client.whoami().username == "admin"
+    assert handler.seen == ["GET /api/v1/whoami"] * 3
+
+
+def test_a_read_gives_up_after_its_retries(scripted: tuple[str, type[_Scripted]]) -> None:
+    url, handler = scripted
+    handler.script = [503] * 5
+    with Client(url, "t", retries=2) as client, pytest.raises(ServerError) as caught:
+        client.whoami()
+    assert caught.value.status == 503 and caught.value.message == "Styrmin is starting; try again."
+    assert len(handler.seen) == 3
+
+
+def test_a_write_is_never_retried(scripted: tuple[str, type[_Scripted]]) -> None:
+    url, handler = scripted
+    handler.script = [503, 503]
+    with Client(url, "t", retries=3) as client:
+        with pytest.raises(ServerError):
+            client.deployments.delete("shop")
+        with pytest.raises(ServerError):
+            client.deployments.stop("shop", ["server"])
+    assert handler.seen == ["DELETE /api/v1/deployments/shop", "POST /api/v1/deployments/shop/stop"]
+
+
+def test_an_unreachable_server_is_a_connection_error() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with (
+        Client(f"http://127.0.0.1:{port}", "t", retries=1) as client,
+        pytest.raises(StyrminConnectionError) as caught,
+    ):
+        client.whoami()
+    assert caught.value.status is None
+    assert f"127.0.0.1:{port}" in caught.value.message and "cannot be reached" in caught.value.message
+
+
+def test_an_answer_that_is_not_styrmins_is_a_styrmin_error(scripted: tuple[str, type[_Scripted]]) -> None:
+    url, handler = scripted
+    handler.script = [299]
+    with Client(url, "t") as client, pytest.raises(StyrminError) as caught:
+        client.whoami()
+    assert caught.value.status == 200
+    assert "is not what Styrmin answers" in caught.value.message and url in caught.value.message
