@@ -319,10 +319,9 @@ class ActionRunner:
             self._in_background(self._cancel(run))
             raise
         self._in_background(self._finish(run))
-        if run.end.get("succeeded"):
-            await run.logs.flush()
-            return self._outcome(run, started, None, secrets)
         await run.logs.flush()
+        if run.end.get("succeeded"):
+            return self._outcome(run, started, None, secrets)
         error = str(run.end.get("error") or "The action failed without a message.")
         if run.end.get("load_error"):
             error = f"Action {location} could not be loaded: {error}"
