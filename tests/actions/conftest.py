@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from styrmin_backend.testing import StyrminStack
+from styrmin_backend.testing.pytest_plugin import styrmin_stack  # noqa: F401  (the harness's fixture)
 from tests.support.drivers import EXAMPLE_DRIVER, driver_folder
 
 APP = EXAMPLE_DRIVER / "app"
@@ -45,11 +45,15 @@ def _any_registry_catalog(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StyrminStack]:
-    work = tmp_path_factory.mktemp("actions")
-    catalogs = [EXAMPLE_DRIVER / "catalog", _any_registry_catalog(work / "catalog")]
-    with StyrminStack.start(work / "stack", catalogs) as started:
-        yield started
+def styrmin_catalogs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The harness's catalogs: the example driver's, and the shop images from any registry."""
+    return [EXAMPLE_DRIVER / "catalog", _any_registry_catalog(tmp_path_factory.mktemp("catalog"))]
+
+
+@pytest.fixture(scope="session")
+def stack(styrmin_stack: StyrminStack) -> StyrminStack:  # noqa: F811
+    """The harness's session stack (its pytest fixture, ``styrmin_stack``)."""
+    return styrmin_stack
 
 
 @pytest.fixture

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+import yaml
 from lightkube import Client as KubeClient
 from lightkube import KubeConfig
 from pydantic import SecretStr
@@ -23,6 +26,7 @@ from styrmin_backend.agent.prefect import LocalPrefectServer
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.api import create_app
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
+from styrmin_backend.drivers import SPEC_FILE_NAME
 from styrmin_backend.services import agents
 from styrmin_backend.services.users import ensure_admin
 from styrmin_backend.settings import Settings
@@ -125,9 +129,22 @@ class StyrminStack:
 
     # --- what an operator does ------------------------------------------------------------------
 
-    def push_driver(self, folder: Path | str) -> styrmin.Driver:
-        """Push a driver folder (or .tar.gz); pushing the same content again is accepted."""
-        return self.client.drivers.push(folder).driver
+    def push_driver(self, folder: Path | str, *, version: str | None = None) -> styrmin.Driver:
+        """Push a driver folder (or .tar.gz); pushing the same content again is accepted.
+
+        With ``version``, a copy of the folder is pushed as that driver version: one folder gives the
+        two versions an upgrade test needs.
+        """
+        if version is None:
+            return self.client.drivers.push(folder).driver
+        with tempfile.TemporaryDirectory(prefix="styrmin-driver-") as scratch:
+            copy = Path(scratch) / "driver"
+            shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            spec_file = copy / SPEC_FILE_NAME
+            spec = yaml.safe_load(spec_file.read_text())
+            spec["metadata"]["version"] = version
+            spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
+            return self.client.drivers.push(copy).driver
 
     def create(
         self,
