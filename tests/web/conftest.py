@@ -241,6 +241,8 @@ def browser() -> Iterator[Any]:
 def new_page(browser: Any, live_server: LiveServer) -> Iterator[Any]:
     """A factory of pages in fresh browser contexts (own cookies), closed after the test."""
     contexts: list[Any] = []
+    # Script errors and Content-Security-Policy violations show up in the console: there must be none.
+    console_errors: list[str] = []
 
     def make(color_scheme: str = "light", width: int = 1280, height: int = 900) -> Any:
         context = browser.new_context(
@@ -250,11 +252,17 @@ def new_page(browser: Any, live_server: LiveServer) -> Iterator[Any]:
         )
         context.set_default_timeout(10_000)
         contexts.append(context)
-        return context.new_page()
+        page = context.new_page()
+        page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda error: console_errors.append(str(error)))
+        return page
 
     yield make
     for context in contexts:
         context.close()
+    # Pages answered 401, 403 or 422 (a refused login or form, shown with its errors) are expected.
+    expected = re.compile(r"^Failed to load resource: the server responded with a status of (401|403|422)\b")
+    assert [e for e in console_errors if not expected.match(e)] == []
 
 
 def log_in(page: Any, username: str, password: str = USER_PASSWORD) -> None:

@@ -40,6 +40,10 @@ def test_log_in_and_see_the_deployments_list(new_page: Any, live_server: LiveSer
     expect(row).to_contain_text("Create #")
     expect(row).to_contain_text("Succeeded")
     screenshot(page, "deployments")
+    page.get_by_role("button", name="Log out").click()
+    expect(page).to_have_url(re.compile(r"/login$"))
+    page.goto("/deployments")
+    expect(page).to_have_url(re.compile(r"/login\?next=/deployments"))
 
 
 def test_create_the_example_deployment_after_fixing_a_field(new_page: Any, live_server: LiveServer) -> None:
@@ -48,7 +52,9 @@ def test_create_the_example_deployment_after_fixing_a_field(new_page: Any, live_
     page.get_by_role("link", name="Create a deployment").click()
     page.get_by_label("Name", exact=True).fill("My_Shop")
     page.get_by_label("Namespace").fill("shop")
-    page.get_by_label("Driver and version").select_option("shop@1.0.0")
+    with page.expect_response(re.compile(r"/new-deployment/components")):
+        page.get_by_label("Driver and version").select_option("shop@1.0.0")
+    page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')")
     page.get_by_label("Env vars for server").fill("LOG_LEVEL=debug")
     page.get_by_role("button", name="Create deployment").click()
     name = page.get_by_label("Name", exact=True)

@@ -204,12 +204,14 @@ def create_components_fragment(request: Request, driver: str = "") -> HTMLRespon
     with unit(request) as session:
         viewer = viewer_of(request, session)
         components = next((c for value, _, c in _driver_choices(session) if value == driver), [])
+        # What was typed for a component that the chosen driver also has is kept.
+        typed = {k: v for k, v in request.query_params.items() if k.startswith(("image.", "env."))}
         return render(
             request,
             "_component_fields.html",
             viewer,
             components=components,
-            fields={},
+            fields=typed,
             errors=FormErrors(),
             image_field=image_field,
             env_field=env_field,
