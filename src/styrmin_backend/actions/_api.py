@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import weakref
 from collections.abc import AsyncIterator
@@ -112,3 +113,16 @@ def declared_component(spec: DriverSpec, component: str) -> Component:
             f'Driver {spec.metadata.name}@{spec.metadata.version} has no component "{component}"; '
             f"its components are: {names}."
         ) from None
+
+
+_log = logging.getLogger("styrmin.actions")
+
+
+def log_progress(message: str) -> None:
+    """Log what a primitive did to the action's flow run (shown in the Prefect UI), else to Python's log."""
+    try:
+        from prefect import get_run_logger
+
+        get_run_logger().info(message)
+    except Exception:  # not in a flow run (a test calling the primitive directly)
+        _log.info(message)

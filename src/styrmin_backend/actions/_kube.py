@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx2 as httpx
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 
@@ -40,7 +41,12 @@ async def kube_client() -> AsyncIterator[AsyncClient]:
                 "passes its kubeconfig in KUBECONFIG; outside the agent, set KUBECONFIG."
             ) from None
         per_loop[path] = AsyncClient(config, field_manager=FIELD_MANAGER)
-    yield per_loop[path]
+    try:
+        yield per_loop[path]
+    except ApiError as error:
+        raise ActionError(f"The cluster refused a request of the action: {error.status.message}") from None
+    except httpx.TransportError as error:
+        raise ActionError(f"The action cannot reach the cluster: {error}") from None
 
 
 async def component_pod_template(

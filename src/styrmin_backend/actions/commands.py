@@ -27,6 +27,7 @@ from styrmin_backend.actions._api import (
     add_step_note,
     declared_component,
     driver_spec,
+    log_progress,
     store_step_output,
     styrmin_client,
 )
@@ -111,12 +112,21 @@ async def execute_commands(
             container_env, env_from = await _component_env(client, kube, context, env_from_component)
         container_env = _set_env(container_env, env or {})
         await _delete_ended_action_jobs(client, kube, context)
-        job_name = _job_name(context.deployment_name, argv)
-        manifest = _job_manifest(context, job_name, argv, image, container_env, env_from, timeout)
-        try:
-            created: Any = await kube.create(manifest)
-        except ApiError as error:
-            raise ActionError(f"{doing}: Kubernetes refused Job {job_name}: {error.status.message}") from None
+        for attempt in range(3):
+            job_name = _job_name(context.deployment_name, argv)
+            manifest = _job_manifest(context, job_name, argv, image, container_env, env_from, timeout)
+            try:
+                created: Any = await kube.create(manifest)
+                break
+            except ApiError as error:
+                if error.status.code == 409 and attempt < 2:  # the random suffix is taken: draw another
+                    continue
+                raise ActionError(
+                    f"{doing}: Kubernetes refused Job {job_name}: {error.status.message}"
+                ) from None
+        log_progress(
+            f"Started Job {job_name} in namespace {context.namespace}: {shlex.join(argv)} in {image}"
+        )
         try:
             async with asyncio.timeout(timeout + _WAIT_GRACE_SECONDS):
                 job = await _wait_for_end(kube, context.namespace, job_name, created.metadata.resourceVersion)
@@ -129,7 +139,7 @@ async def execute_commands(
                 f"Job {job_name} did not end within {timeout:g} seconds (the timeout of {doing}); "
                 "it was deleted. Give execute_commands a longer timeout if the command needs it."
             ) from None
-        return await _result(client, kube, context, job, argv)
+        return await _result(client, kube, context, job, argv, timeout)
 
 
 async def _component_env(
@@ -285,7 +295,12 @@ async def _wait_for_end(kube: AsyncClient, namespace: str, name: str, resource_v
 
 
 async def _result(
-    client: styrmin.AsyncClient, kube: AsyncClient, context: GlobalContext, job: Any, argv: list[str]
+    client: styrmin.AsyncClient,
+    kube: AsyncClient,
+    context: GlobalContext,
+    job: Any,
+    argv: list[str],
+    timeout: float,
 ) -> CommandResult:
     name = job.metadata.name
     pod = await _job_pod(kube, context.namespace, name)
@@ -302,9 +317,15 @@ async def _result(
             namespace=context.namespace,
         )
     if _succeeded(job) and exit_code in (0, None):
+        log_progress(f"Job {name} succeeded")
         return CommandResult(name, 0, text, truncated)
     await store_step_output(client, context.hook_step_id, text, truncated)
-    if exit_code is None:
+    if _failure_reason(job).startswith("DeadlineExceeded"):
+        message = (
+            f"Job {name} did not end within {timeout:g} seconds, the timeout of its command "
+            f"{shlex.join(argv)!r}; Kubernetes stopped it. Give execute_commands a longer timeout if it needs one."
+        )
+    elif exit_code is None:
         reason = why_not_run or _failure_reason(job)
         message = f"Job {name} failed before its command {shlex.join(argv)!r} ended: {reason}"
     else:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 import styrmin
-from styrmin_backend.actions._api import styrmin_client
+from styrmin_backend.actions._api import log_progress, styrmin_client
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError
 
@@ -69,6 +69,7 @@ async def upgrade_deployment_version(target_version: str, context: GlobalContext
                 started_by_step=context.hook_step_id,
             )
             if change.task is None:
+                log_progress(f"{doing}: the deployment already runs it; no task started")
                 return None
             running = change.task.id
         return await _wait(client, running, doing)
@@ -106,9 +107,11 @@ async def _running_started_task(
 
 
 async def _wait(client: styrmin.AsyncClient, task_id: int, doing: str) -> styrmin.Task:
+    log_progress(f"{doing}: waiting for task {task_id}")
     task = await client.tasks.wait(task_id, interval=WAIT_INTERVAL_SECONDS)
     if task.status == styrmin.TaskStatus.FAILED:
         raise ActionError(
             f"{doing}: task {task.id} ({task.type.value}) failed: {task.error or 'no error given'}"
         )
+    log_progress(f"{doing}: task {task.id} succeeded")
     return task
