@@ -27,7 +27,6 @@ from styrmin._http import (
     retry_delay,
 )
 from styrmin._wait import WaitState
-from styrmin.errors import NotFoundError
 from styrmin.models import (
     Change,
     Deployment,
@@ -301,14 +300,7 @@ class AsyncTasks:
         """
         state = WaitState(task_id, interval, timeout)
         while True:
-            try:
-                task = await self.get(task_id)
-            except NotFoundError:
-                retry = state.tolerate_missing()
-                if retry is None:
-                    raise
-                await asyncio.sleep(retry)
-                continue
+            task = await self.get(task_id)
             if state.changed(task) and on_progress is not None:
                 outcome = on_progress(task)
                 if inspect.isawaitable(outcome):

@@ -26,7 +26,6 @@ from styrmin._http import (
     retry_delay,
 )
 from styrmin._wait import WaitState
-from styrmin.errors import NotFoundError
 from styrmin.models import (
     Change,
     Deployment,
@@ -302,14 +301,7 @@ class Tasks:
         """
         state = WaitState(task_id, interval, timeout)
         while True:
-            try:
-                task = self.get(task_id)
-            except NotFoundError:
-                retry = state.tolerate_missing()
-                if retry is None:
-                    raise
-                time.sleep(retry)
-                continue
+            task = self.get(task_id)
             if state.changed(task) and on_progress is not None:
                 on_progress(task)
             pause = state.next_pause(task, raise_on_failure)

@@ -7,9 +7,6 @@ import time
 from styrmin.errors import TaskFailedError, WaitTimeoutError
 from styrmin.models import Task, TaskStatus
 
-NOT_FOUND_GRACE = 3.0
-"""Seconds a wait tries again when its task is not found yet (just recorded)."""
-
 
 class WaitState:
     """Tracks one wait: what was last reported and when the wait gives up."""
@@ -20,18 +17,6 @@ class WaitState:
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self._last: Task | None = None
-        self._started = time.monotonic()
-
-    def tolerate_missing(self) -> float | None:
-        """Seconds to sleep before reading again when the task was not found; None to give up.
-
-        A task the server has just recorded may not be readable for a moment (the answer to a change
-        can arrive before the server's transaction is visible), so a wait that has not yet seen its
-        task tries again for up to ``NOT_FOUND_GRACE`` seconds.
-        """
-        if self._last is not None or time.monotonic() - self._started > NOT_FOUND_GRACE:
-            return None
-        return min(self.interval, 0.2)
 
     def changed(self, task: Task) -> bool:
         """Whether ``task`` differs from what was last reported (always True the first time)."""

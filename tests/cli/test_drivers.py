@@ -114,3 +114,14 @@ def test_a_read_only_user_cannot_push(ctl: Ctl, tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert "this needs Read/write" in result.stderr
+
+
+def test_the_example_driver_validates_offline_and_pushes(ctl: Ctl) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "drivers" / "shop"
+    validated = ctl("drivers", "validate", str(example), auth=False)
+    assert validated.exit_code == 0, validated.output
+    assert validated.stdout.startswith("shop@1.0.0 is valid.")
+    pushed = ctl("drivers", "push", str(example), "-o", "json")
+    assert pushed.exit_code == 0, pushed.output
+    driver = json.loads(pushed.stdout)["driver"]
+    assert [a["name"] for a in driver["actions"]] == ["initialize_database", "upgrade"]

@@ -64,32 +64,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-class AnswerAfterCommit:
-    """Send each answer only when the app has finished handling the request.
-
-    The API commits its transaction after it has sent the answer (a dependency with ``yield`` is
-    exited after the response goes out), so a client that reads right after a write may not see the
-    write yet. Reported to the API's owners; until the server commits before answering, the tests
-    hold answers back so that they test the SDK and CLI rather than that race.
-    """
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        held: list[Any] = []
-
-        async def hold(message: Any) -> None:
-            held.append(message)
-
-        await self.app(scope, receive, hold)
-        for message in held:
-            await send(message)
-
-
 @contextmanager
 def serve(database_url: str, data_dir: Path, kind: str) -> Iterator[LiveServer]:
     """Run the app on a free loopback port until the block ends."""
@@ -100,9 +74,7 @@ def serve(database_url: str, data_dir: Path, kind: str) -> Iterator[LiveServer]:
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(
-            AnswerAfterCommit(stack.client.app), log_level="warning", lifespan="off", access_log=False
-        )
+        uvicorn.Config(stack.client.app, log_level="warning", lifespan="off", access_log=False)
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()

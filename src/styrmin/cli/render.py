@@ -105,7 +105,7 @@ def _field(label: str, value: str | Text, indent: int = 0, width: int = LABEL_WI
     pad = " " * indent
     head = Text(f"{pad}{label + ':':<{width}}", style="bold")
     body = value if isinstance(value, Text) else Text(clean(value))
-    lines = body.split("\n")
+    lines = body.split("\n", allow_blank=True)
     text = head + lines[0] if lines else head
     for line in lines[1:]:
         text.append("\n" + pad + " " * width)
