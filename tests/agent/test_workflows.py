@@ -111,13 +111,22 @@ def test_stop_and_start_scale_the_component_workloads(stack: Stack, deployment_n
     assert (task["status"], step_names(task)) == ("succeeded", [STOP_STEP])
     assert stack.kube.get(Deployment, workload, namespace=deployment_name).spec.replicas == 0  # type: ignore[union-attr]
     assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["status"] == "stopped"
+    # A configuration change keeps a stopped component stopped...
+    configure = stack.http.put(
+        f"/api/v1/deployments/{deployment_name}/configuration",
+        json={"values": {"taskWorker": {"replicas": 2}}},
+    )
+    assert stack.wait(configure.json()["task"]["id"])["status"] == "succeeded"
+    assert stack.kube.get(Deployment, workload, namespace=deployment_name).spec.replicas == 0  # type: ignore[union-attr]
+    # ...and starting it brings the replicas the configuration sets.
     start = stack.http.post(
         f"/api/v1/deployments/{deployment_name}/start", json={"components": ["task-worker"]}
     )
     task = stack.wait(start.json()["task"]["id"])
     assert (task["status"], step_names(task)) == ("succeeded", [START_STEP])
     worker = stack.kube.get(Deployment, workload, namespace=deployment_name)
-    assert worker.status is not None and worker.status.readyReplicas == 1
+    assert worker.status is not None and worker.status.readyReplicas == 2
+    assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["status"] == "running"
 
 
 def test_a_change_that_finds_a_later_revision_leaves_the_cluster_unchanged(
@@ -147,3 +156,30 @@ def test_delete_uninstalls_and_removes_the_styrmin_deployment(stack: Stack, depl
     assert list(stack.kube.list(StyrminDeployment, namespace=deployment_name)) == []
     assert list(stack.kube.list(Deployment, namespace=deployment_name)) == []
     assert stack.http.get(f"/api/v1/deployments/{deployment_name}").status_code == 404
+
+
+def test_an_upgrade_with_a_core_action_runs_it_instead_of_styrmins_upgrade(
+    stack: Stack, deployment_name: str
+) -> None:
+    stack.push("9.1.0")
+    assert create(stack, deployment_name, "9.1.0")["status"] == "succeeded"
+    stack.push("9.2.0", [action("upgrade", "upgrade", "core", "announce")])
+    response = stack.http.post(
+        f"/api/v1/deployments/{deployment_name}/upgrade", json={"driver_version": "9.2.0"}
+    )
+    task = stack.wait(response.json()["task"]["id"])
+    assert task["status"] == "succeeded", task
+    assert step_names(task) == ["Run the upgrade hook"]
+    assert task["steps"][0]["flow_run_id"]
+    # The core action replaced Styrmin's own upgrade, and this one did not call upgrade_deployment_version.
+    assert (
+        stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["running_driver_version"] == "9.1.0"
+    )
+
+
+def test_an_action_past_its_timeout_is_ended_and_fails_its_step(stack: Stack, deployment_name: str) -> None:
+    stack.push("10.1.0", [{**action("slow", "setup", "post", "sleeps"), "timeout": 3}])
+    task = create(stack, deployment_name, "10.1.0")
+    assert task["status"] == "failed"
+    assert step_names(task)[-1] == "Run the setup post-hook"
+    assert "3" in task["steps"][-1]["error"] and "Action slow failed" in task["steps"][-1]["error"]

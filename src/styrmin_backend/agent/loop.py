@@ -47,15 +47,17 @@ class Agent:
             await runner.start()
             log.info("Agent serving; Prefect at %s", runner.api_url)
             while not stop.is_set():
-                claimed = None
+                claimed, idle = None, True
                 if len(self._running) < settings.concurrency:
                     try:
-                        claimed = await api.claim(settings.lease_seconds)
+                        claimed = await api.claim(settings.lease_seconds, settings.claim_wait_seconds)
+                        idle = settings.claim_wait_seconds == 0  # a long poll has waited already
                     except Exception as error:  # the server may be restarting: keep trying
                         log.warning("Could not claim a task: %s", error)
                 if claimed is None:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), settings.poll_seconds)
+                    if idle:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(stop.wait(), settings.poll_seconds)
                     continue
                 self._running[claimed.task_id] = asyncio.create_task(self._reconcile(parts, claimed))
             if self._running:

@@ -255,9 +255,10 @@ class Reconciliation:
             return False
         return True
 
-    async def _apply_chart(self, step_id: int) -> None:
+    async def _apply_chart(self, step_id: int) -> bool:
+        """Write the StyrminDeployment and apply the chart; False when a later revision was there."""
         if not await self._write_styrmin_deployment(step_id):
-            return
+            return False
         package = await self.parts.drivers.get(self.deployment["driver"], self.target.driver_version)
         driver_dir = await self._driver_dir()
         with tempfile.TemporaryDirectory(prefix="styrmin-chart-") as scratch:
@@ -282,16 +283,16 @@ class Reconciliation:
             "app_version": self.target.app_version,
             "driver_version": self.target.driver_version,
         }
+        return True
 
     async def _scale_components(self, step_id: int, components: list[str], running: bool) -> None:
+        # Through Helm, like every other write to the workloads: one owner of .spec.replicas, so later
+        # Helm upgrades never conflict with it. It applies the deployment's current configuration,
+        # with the stopped components at zero replicas.
         spec = await self._spec()
-        await self._write_styrmin_deployment(step_id)
+        if not await self._apply_chart(step_id):
+            return
         by_name = {c.name: c for c in spec.spec.components}
-        for name in components:
-            component = by_name[name]
-            kind, workload = component.workload.kind, component.workload.resolved_name(self.name)
-            replicas = await self._configured_replicas(kind, workload) if running else 0
-            await self.parts.cluster.scale(self.namespace, kind, workload, replicas)
         for name in components:
             component = by_name[name]
             kind, workload = component.workload.kind, component.workload.resolved_name(self.name)

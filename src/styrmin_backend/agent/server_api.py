@@ -56,9 +56,14 @@ class ServerApi:
             raise ServerError(f"{method} {path}: {response.status_code} {message}")
         return response
 
-    async def claim(self, lease_seconds: int) -> ClaimedTask | None:
-        """Claim the next pending task of the agent's cluster, or None when there is none."""
-        response = await self._call("POST", "/claim", json={"lease_seconds": lease_seconds})
+    async def claim(self, lease_seconds: int, wait_seconds: float = 0) -> ClaimedTask | None:
+        """Claim the next pending task of the agent's cluster, waiting up to ``wait_seconds`` for one."""
+        response = await self._call(
+            "POST",
+            "/claim",
+            json={"lease_seconds": lease_seconds, "wait_seconds": wait_seconds},
+            timeout=wait_seconds + 30,
+        )
         if response.status_code == 204:
             return None
         return ClaimedTask.model_validate(response.json())

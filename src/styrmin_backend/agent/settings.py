@@ -28,5 +28,8 @@ class AgentSettings(BaseSettings):
     lease_seconds: int = Field(
         default=30, ge=5, le=3600, description="Lease of a claimed task; renewed at a third."
     )
-    poll_seconds: float = Field(default=0.5, gt=0, le=60, description="Pause between claims when idle.")
+    poll_seconds: float = Field(default=0.5, gt=0, le=60, description="Pause after a failed claim.")
+    claim_wait_seconds: float = Field(
+        default=5, ge=0, le=30, description="How long one claim waits on the server for a task (long poll)."
+    )
     runner_pool_size: int = Field(default=2, ge=1, le=32, description="Pre-started processes for actions.")

@@ -447,6 +447,9 @@ class IssuedAgentKeyOut(BaseModel):
 
 class ClaimRequest(Strict):
     lease_seconds: StrictInt = Field(default=60, ge=5, le=3600)
+    wait_seconds: float = Field(
+        default=0, ge=0, le=30, description="Wait up to this long for a task (long poll)."
+    )
 
     @property
     def lease(self) -> timedelta:

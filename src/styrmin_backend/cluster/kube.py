@@ -159,16 +159,6 @@ class ClusterAccess:
                 f"{kind} {namespace}/{name} could not be read: {error.status.message}"
             ) from error
 
-    async def scale(self, namespace: str, kind: str, name: str, replicas: int) -> None:
-        """Set a workload's replicas through its scale subresource."""
-        patch = {"spec": {"replicas": replicas}}
-        try:
-            await self._client.patch(_WORKLOADS[kind], name, patch, namespace=namespace)
-        except ApiError as error:
-            raise ClusterError(
-                f"Could not scale {kind} {namespace}/{name}: {error.status.message}"
-            ) from error
-
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
         """Wait until a workload has exactly ``replicas`` ready (and, for 0, no replicas left)."""
         deadline = time.monotonic() + timeout

@@ -19,6 +19,20 @@ import httpx
 
 _HEALTH_POLL_SECONDS = 0.1
 
+_STOP_WITH_OWNER = """
+import ctypes, os, signal, sys
+owner = int(sys.argv[1])
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+if os.getppid() != owner:
+    sys.exit(1)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+"""Runs the server's command so that Linux stops the server when the process that started it dies,
+even by kill -9: a server left behind would keep its port and its database."""
+
 
 class PrefectServerError(Exception):
     """The local Prefect server did not start; the message says why and where its log is."""

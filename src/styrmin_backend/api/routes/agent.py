@@ -6,9 +6,12 @@ output on the steps of their own task, with the styrmin-actions token of that re
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
 from styrmin_backend.api.deps import AppSettings, Db, authenticate_request, bearer_token
 from styrmin_backend.api.schemas import (
@@ -28,6 +31,7 @@ from styrmin_backend.api.schemas import (
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated, NotFound
 from styrmin_backend.services import agents, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
+from styrmin_backend.store.db import transaction
 from styrmin_backend.store.models import StepRow
 
 router = APIRouter(prefix="/agent", tags=["agent"])
@@ -71,22 +75,46 @@ def _writable_step(request: Request, db: Db, step_id: int) -> StepRow:
     return step
 
 
+_CLAIM_POLL_SECONDS = 0.05
+
+
 @router.post("/claim", response_model=ClaimOut, responses={204: {"description": "Nothing to do now."}})
-def claim(body: ClaimRequest, db: Db, agent: Agent, settings: AppSettings) -> ClaimOut | Response:
-    """Claim the oldest pending task of the agent's cluster, with a lease to renew."""
-    claimed = agents.claim_next_task(
-        db, agent, lease=body.lease, token_lifetime=settings.actions_token_lifetime
-    )
-    if claimed is None:
-        return Response(status_code=204)
-    return ClaimOut(
-        task=TaskSummary.of(claimed.task),
-        change_type=claimed.task.type,
-        change=claimed.change.spec if claimed.change else {},
-        deployment=DeploymentOut.of(claimed.deployment),
-        actions_token=claimed.actions_token,
-        styrmin_url=settings.effective_public_url,
-    )
+async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> ClaimOut | Response:
+    """Claim the oldest pending task of the agent's cluster, with a lease to renew.
+
+    With ``wait_seconds``, the answer waits up to that long for a task to arrive (a long poll), so
+    a new change starts at once without the agent asking many times a second.
+    """
+    factory = request.app.state.session_factory
+    key = bearer_token(request) or ""
+
+    def attempt() -> ClaimOut | None:
+        with transaction(factory) as db:
+            if not key.startswith(agents.AGENT_KEY_PREFIX):
+                raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
+            agent = agents.authenticate_agent(db, key)
+            claimed = agents.claim_next_task(
+                db, agent, lease=body.lease, token_lifetime=settings.actions_token_lifetime
+            )
+            if claimed is None:
+                return None
+            return ClaimOut(
+                task=TaskSummary.of(claimed.task),
+                change_type=claimed.task.type,
+                change=claimed.change.spec if claimed.change else {},
+                deployment=DeploymentOut.of(claimed.deployment),
+                actions_token=claimed.actions_token,
+                styrmin_url=settings.effective_public_url,
+            )
+
+    deadline = time.monotonic() + body.wait_seconds
+    while True:
+        found = await run_in_threadpool(attempt)
+        if found is not None:
+            return found
+        if time.monotonic() >= deadline or await request.is_disconnected():
+            return Response(status_code=204)
+        await asyncio.sleep(_CLAIM_POLL_SECONDS)
 
 
 @router.post("/tasks/{task_id}/lease", response_model=TaskSummary)

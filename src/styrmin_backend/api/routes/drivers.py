@@ -93,8 +93,9 @@ async def push(
         return _too_large()
     try:
         package = await run_in_threadpool(read_driver_archive, data)
-    except DriverError as error:
-        return _problems_response(DriverReport(problems=error.problems))
+    except DriverError:
+        # Report every problem, as `styrminctl drivers validate` would, not only the spec's.
+        return _problems_response(await run_in_threadpool(validate_driver, data))
     report = await run_in_threadpool(validate_driver, package)
     if not report.valid:
         return _problems_response(report)
