@@ -17,6 +17,9 @@ from styrmin_backend.agent.prefect import ActionRunner, LocalPrefectServer
 TOKEN = "sty_act_9f8e7d6c5b4a39281706f5e4d3c2b1a0"
 """The reconciliation's token the tests give their actions; it must never reach Prefect."""
 
+AGENT_KEY = "sty_agent_key_of_the_agent_process_only"
+"""A secret of the agent's own environment, which no action may see."""
+
 ACTIONS = '''
 import asyncio
 import os
@@ -49,6 +52,13 @@ async def uses_token(context: GlobalContext) -> None:
     if os.environ.get("STYRMIN_URL") != context.api_url:
         raise RuntimeError("STYRMIN_URL is not the API URL")
     get_run_logger().info("Calling the Styrmin API at %s", os.environ["STYRMIN_URL"])
+
+
+@flow
+async def sees_no_agent_secret(context: GlobalContext) -> None:
+    leaked = [name for name, value in os.environ.items() if value == "{agent_key}"]
+    if leaked:
+        raise RuntimeError(f"The agent's own variables reached the action: {leaked}")
 
 
 @flow
@@ -94,7 +104,7 @@ async def meets_the_others(context: GlobalContext, meeting: str, count: int) -> 
 
 def not_a_flow(context):
     pass
-'''.replace("{token}", TOKEN)
+'''.replace("{token}", TOKEN).replace("{agent_key}", AGENT_KEY)
 
 
 @pytest.fixture(scope="session")
@@ -107,7 +117,11 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPr
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def runner(prefect_server: LocalPrefectServer) -> AsyncIterator[ActionRunner]:
-    async with ActionRunner(prefect_server.api_url, pool_size=4) as action_runner:
+    # The agent's own STYRMIN_* settings are in its environment when it makes its runner.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STYRMIN_AGENT_KEY", AGENT_KEY)
+        action_runner = ActionRunner(prefect_server.api_url, pool_size=4)
+    async with action_runner:
         await action_runner.wait_until_ready()
         yield action_runner
 

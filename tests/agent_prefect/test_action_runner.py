@@ -98,6 +98,12 @@ async def test_token_reaches_the_action_only_through_its_environment(
     assert not [message for message in messages if TOKEN in message]
 
 
+async def test_agent_settings_do_not_reach_the_action(runner: ActionRunner, driver_dir: Path) -> None:
+    outcome = await _run(runner, driver_dir, "sees_no_agent_secret")
+
+    assert outcome.succeeded, outcome.error
+
+
 async def test_action_that_raises_fails_with_the_exception_message(
     runner: ActionRunner, driver_dir: Path, prefect_client: Any
 ) -> None:

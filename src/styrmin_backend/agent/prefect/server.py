@@ -20,18 +20,25 @@ import httpx
 _HEALTH_POLL_SECONDS = 0.1
 
 _STOP_WITH_OWNER = """
-import ctypes, os, signal, sys
+import os, runpy, signal, sys, threading, time
+
 owner = int(sys.argv[1])
-try:
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-except (OSError, AttributeError):
-    pass
-if os.getppid() != owner:
-    sys.exit(1)
-os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+
+
+def stop_when_the_owner_is_gone():
+    while os.getppid() == owner:
+        time.sleep(1)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+threading.Thread(target=stop_when_the_owner_is_gone, daemon=True).start()
+sys.argv = ["prefect", *sys.argv[2:]]
+runpy.run_module("prefect", run_name="__main__", alter_sys=True)
 """
-"""Runs the server's command so that Linux stops the server when the process that started it dies,
-even by kill -9: a server left behind would keep its port and its database."""
+"""Runs ``prefect server start ...`` and stops it (SIGTERM, as ``stop`` does) once the process that
+started it is gone, even by kill -9: a server left behind would keep its port and its database.
+(A thread watches rather than Linux's parent-death signal, which fires when the starting *thread*
+ends, and ``start`` may run in a worker thread.)"""
 
 
 class PrefectServerError(Exception):
@@ -104,15 +111,8 @@ class LocalPrefectServer:
             "PREFECT_UI_ENABLED": "true",
         }
         command = [
-            self._python,
-            "-m",
-            "prefect",
-            "server",
-            "start",
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
+            *(self._python, "-c", _STOP_WITH_OWNER, str(os.getpid())),
+            *("server", "start", "--host", self.host, "--port", str(self.port)),
         ]
         started = time.monotonic()
         with self.log_path.open("ab") as log:
