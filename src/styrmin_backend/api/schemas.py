@@ -389,26 +389,8 @@ class DriverVersionOut(BaseModel):
             application=ApplicationOut(
                 name=spec.spec.application.name, default_version=spec.spec.application.default_version
             ),
-            components=[
-                ComponentSummary(
-                    name=c.name,
-                    workload_kind=c.workload.kind,
-                    workload_name=c.workload.name,
-                    container=c.container,
-                )
-                for c in spec.spec.components
-            ],
-            actions=[
-                ActionSummary(
-                    name=a.name,
-                    hook=a.hook,
-                    mode=a.mode,
-                    location=a.location,
-                    description=a.description,
-                    timeout=a.timeout,
-                )
-                for a in spec.spec.actions
-            ],
+            components=[ComponentSummary.of(c) for c in spec.spec.components],
+            actions=[ActionSummary.of(a) for a in spec.spec.actions],
             pushed_by=row.pushed_by,
             pushed_at=row.pushed_at,
         )

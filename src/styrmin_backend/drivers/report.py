@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict
 
 from styrmin_backend.domain.hooks import Hook, Mode
+
+if TYPE_CHECKING:
+    from styrmin_backend.drivers.spec import Action, Component
 
 
 class DriverProblem(BaseModel):
@@ -39,6 +44,16 @@ class ComponentSummary(BaseModel):
     workload_name: str
     container: str | None = None
 
+    @classmethod
+    def of(cls, component: Component) -> ComponentSummary:
+        """The summary of a component of a spec."""
+        return cls(
+            name=component.name,
+            workload_kind=component.workload.kind,
+            workload_name=component.workload.name,
+            container=component.container,
+        )
+
 
 class ActionSummary(BaseModel):
     """An action as ``drivers show`` lists it."""
@@ -49,6 +64,18 @@ class ActionSummary(BaseModel):
     location: str
     description: str | None = None
     timeout: int
+
+    @classmethod
+    def of(cls, action: Action) -> ActionSummary:
+        """The summary of an action of a spec."""
+        return cls(
+            name=action.name,
+            hook=action.hook,
+            mode=action.mode,
+            location=action.location,
+            description=action.description,
+            timeout=action.timeout,
+        )
 
 
 class DriverReport(BaseModel):

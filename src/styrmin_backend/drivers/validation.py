@@ -268,26 +268,8 @@ def _report(parsed: ParsedSpec, problems: list[DriverProblem]) -> DriverReport:
     return DriverReport(
         name=spec.metadata.name if spec else _text_or_none(metadata.get("name")),
         version=spec.metadata.version if spec else _text_or_none(metadata.get("version")),
-        components=[
-            ComponentSummary(
-                name=c.name,
-                workload_kind=c.workload.kind,
-                workload_name=c.workload.name,
-                container=c.container,
-            )
-            for _, c in parsed.components
-        ],
-        actions=[
-            ActionSummary(
-                name=a.name,
-                hook=a.hook,
-                mode=a.mode,
-                location=a.location,
-                description=a.description,
-                timeout=a.timeout,
-            )
-            for _, a in parsed.actions
-        ],
+        components=[ComponentSummary.of(c) for _, c in parsed.components],
+        actions=[ActionSummary.of(a) for _, a in parsed.actions],
         problems=problems,
     )
 
