@@ -15,7 +15,13 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Namespace
 from lightkube.types import CascadeType
 
-from styrmin_backend.actions import ActionError, GlobalContext, execute_commands, get_component_images
+from styrmin_backend.actions import (
+    ActionError,
+    CommandFailed,
+    GlobalContext,
+    execute_commands,
+    get_component_images,
+)
 from styrmin_backend.actions.commands import ACTION_JOB_LABEL, DEPLOYMENT_LABEL, TASK_LABEL
 from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.testing import StyrminStack
@@ -206,3 +212,40 @@ async def test_a_job_still_running_from_another_change_fails_the_action_saying_t
         assert jobs == [running]  # no Job of its own was started
     finally:
         stack.kube.delete(Job, running, namespace=deployment_name, cascade=CascadeType.BACKGROUND)
+
+
+async def test_a_failing_command_raises_naming_the_job_and_its_exit_code(
+    stack: StyrminStack, as_action: None, deployment_name: str
+) -> None:
+    write_server_workload(stack, deployment_name, {"containers": [{"name": "server", "image": "x:1"}]})
+    with pytest.raises(CommandFailed) as raised:
+        await execute_commands(
+            "echo starting; echo 'disk full' >&2; exit 4",
+            image="example.com/shop/server:1.0.0",
+            context=context(deployment_name, stack.url),
+        )
+    failed = raised.value
+    assert (failed.exit_code, failed.output_tail, failed.output_truncated) == (
+        4,
+        "starting\ndisk full\n",
+        False,
+    )
+    assert str(failed).startswith(f"Job {failed.job_name} failed: its command ")
+    assert "exited with code 4. Its last line: disk full" in str(failed)
+    # Outside a reconciliation (the admin's token here) the output cannot be stored, and the error says so.
+    assert "Its output could not be stored on the hook step" in str(failed)
+
+
+async def test_a_command_past_its_timeout_is_stopped_and_the_error_says_so(
+    stack: StyrminStack, as_action: None, deployment_name: str
+) -> None:
+    write_server_workload(stack, deployment_name, {"containers": [{"name": "server", "image": "x:1"}]})
+    with pytest.raises(
+        CommandFailed, match=r"did not end within 1 seconds, the timeout of its command 'sleep 60'"
+    ):
+        await execute_commands(
+            ["sleep", "60"],
+            image="example.com/shop/server:1.0.0",
+            context=context(deployment_name, stack.url),
+            timeout=1,
+        )

@@ -319,7 +319,12 @@ async def _result(
     if _succeeded(job) and exit_code in (0, None):
         log_progress(f"Job {name} succeeded")
         return CommandResult(name, 0, text, truncated)
-    await store_step_output(client, context.hook_step_id, text, truncated)
+    # The command's failure is the error users need; a refused store only adds to it.
+    stored_error: str | None = None
+    try:
+        await store_step_output(client, context.hook_step_id, text, truncated)
+    except styrmin.StyrminError as error:
+        stored_error = error.message
     if _failure_reason(job).startswith("DeadlineExceeded"):
         message = (
             f"Job {name} did not end within {timeout:g} seconds, the timeout of its command "
@@ -333,7 +338,9 @@ async def _result(
         last = next((line for line in reversed(text.splitlines()) if line.strip()), None)
         if last is not None:
             message += f" Its last line: {last[:300]}"
-    if text:
+    if stored_error is not None:
+        message += f" Its output could not be stored on the hook step: {stored_error}"
+    elif text:
         message += " The end of its output is stored on the hook step."
     raise CommandFailed(
         message, job_name=name, exit_code=exit_code, output_tail=text, output_truncated=truncated
