@@ -22,7 +22,12 @@ from styrmin_backend.actions import (
     execute_commands,
     get_component_images,
 )
-from styrmin_backend.actions.commands import ACTION_JOB_LABEL, DEPLOYMENT_LABEL, TASK_LABEL
+from styrmin_backend.actions.commands import (
+    ACTION_JOB_LABEL,
+    DEPLOYMENT_LABEL,
+    OUTPUT_READ_ANNOTATION,
+    TASK_LABEL,
+)
 from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.testing import StyrminStack
 
@@ -166,6 +171,8 @@ async def test_env_from_component_copies_the_workload_env_with_the_new_configura
     job = stack.kube.get(Job, result.job_name, namespace=deployment_name)
     assert job.metadata is not None and job.metadata.labels is not None
     assert job.metadata.labels[DEPLOYMENT_LABEL] == deployment_name
+    # Read by its action: the next action may delete it even within the same change.
+    assert (job.metadata.annotations or {}).get(OUTPUT_READ_ANNOTATION) == "true"
     assert result.job_name.startswith(f"{deployment_name}-")
 
 
