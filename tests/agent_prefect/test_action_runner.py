@@ -1,4 +1,6 @@
-"""Actions run as Prefect flow runs on a real Prefect server, each in a process of its own."""
+"""Actions run as Prefect flow runs on a real Prefect server, each in a process of its own.
+
+One file, so that one pytest-xdist worker starts the session's Prefect server and runner processes."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from styrmin_backend.agent.prefect import ActionRunner
+from styrmin_backend.agent.prefect import ActionRunner, LocalPrefectServer
 from styrmin_backend.domain.limits import REDACTED
 from tests.agent_prefect.conftest import TOKEN, action_env, flow_run_name, make_context
 
@@ -50,6 +53,16 @@ def _pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+async def test_local_prefect_server_serves_its_ui(prefect_server: LocalPrefectServer) -> None:
+    async with httpx.AsyncClient(timeout=10) as client:
+        response = await client.get(prefect_server.url)
+
+    assert response.status_code == 200
+    assert "<html" in response.text.lower()
+    assert prefect_server.start_seconds is not None
+    assert (prefect_server.data_dir / "prefect.db").is_file()
 
 
 async def test_action_runs_as_a_completed_flow_run_with_its_logs(
