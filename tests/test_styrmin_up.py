@@ -67,6 +67,8 @@ def test_up_prints_a_generated_admin_password_once_and_keeps_it_private(tmp_path
     assert password in output
     assert f"{url}" in output
     assert stat.S_IMODE((tmp_path / "admin-password.txt").stat().st_mode) == 0o600
+    assert "Loaded the example driver shop@1.0.0" in output
+    assert "Prefect UI: http://127.0.0.1:" in output and "KUBECONFIG=" in output
     with running("server", env) as (_url, again):
         pass
     assert password not in (again.stdout.read() if again.stdout else "")
