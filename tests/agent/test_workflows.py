@@ -49,6 +49,9 @@ def test_create_runs_setup_pre_install_post_and_revokes_the_token(stack: Stack, 
     assert record["spec"]["revision"] == 1 and record["spec"]["appVersion"] == "1.0.0"
     shown = stack.http.get(f"/api/v1/deployments/{deployment_name}").json()
     assert (shown["status"], shown["running_app_version"]) == ("running", "1.0.0")
+    seen = {c["name"]: c for c in shown["components_status"]}
+    assert (seen["server"]["ready_replicas"], seen["server"]["replicas"]) == (1, 1)
+    assert seen["server"]["images"][0] == "example.com/shop/server:1.0.0"
     token = token_file.read_text()  # the action checked that it worked during the run
     assert stack.http.get("/api/v1/whoami", headers={"Authorization": f"Bearer {token}"}).status_code == 401
 

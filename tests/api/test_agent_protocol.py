@@ -149,3 +149,28 @@ def test_only_admins_register_agents(stack: Stack) -> None:
     writer = stack.headers(stack.make_user("writer", Role.READ_WRITE))
     response = stack.client.post("/api/v1/agents", json={"name": "x"}, headers=writer)
     assert response.status_code == 403
+
+
+def test_an_agent_reports_component_workloads_of_its_own_cluster_only(stack: Stack) -> None:
+    _deploy(stack)
+    report = {
+        "components": [
+            {
+                "name": "server",
+                "kind": "Deployment",
+                "workload": "shop-server",
+                "replicas": 1,
+                "ready_replicas": 1,
+                "images": ["example.com/shop/server:1.0.0"],
+            }
+        ]
+    }
+    mine = stack.client.put("/api/v1/agent/deployments/shop/components", json=report, headers=_agent(stack))
+    assert mine.status_code == 200, mine.text
+    admin = stack.headers(stack.token_for("admin"))
+    shown = stack.client.get("/api/v1/deployments/shop", headers=admin).json()
+    assert shown["components_status"][0]["ready_replicas"] == 1 and shown["components_status_at"]
+    other = stack.client.put(
+        "/api/v1/agent/deployments/shop/components", json=report, headers=_agent(stack, "edge", "edge")
+    )
+    assert other.status_code == 404

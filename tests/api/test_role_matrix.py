@@ -58,6 +58,7 @@ NEEDS: dict[tuple[str, str], str] = {
     ("PUT", "/api/v1/agent/steps/{step_id}/output"): AGENT_OR_OWN_ACTIONS,
     ("PUT", "/api/v1/agent/steps/{step_id}/flow-run"): AGENT,
     ("GET", "/api/v1/agent/drivers/{name}/versions/{version}/archive"): AGENT,
+    ("PUT", "/api/v1/agent/deployments/{name}/components"): AGENT,
     ("POST", "/api/v1/agent/steps/{step_id}/end"): AGENT,
     ("GET", "/api/v1/tasks"): ANY,
     ("GET", "/api/v1/tasks/{task_id}"): ANY,
@@ -109,6 +110,7 @@ def request_for(
         ("POST", "/api/v1/agent/steps/{step_id}/notes"): {"note": "x"},
         ("PUT", "/api/v1/agent/steps/{step_id}/output"): {"output_tail": "x", "output_truncated": False},
         ("PUT", "/api/v1/agent/steps/{step_id}/flow-run"): {"flow_run_id": "x"},
+        ("PUT", "/api/v1/agent/deployments/{name}/components"): {"components": []},
         ("POST", "/api/v1/agent/steps/{step_id}/end"): {},
     }
     return method, url, bodies.get((method, path))

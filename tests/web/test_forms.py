@@ -248,3 +248,34 @@ def test_deployment_page_shows_each_components_replicas_and_images(web: Stack) -
     )
     assert "<td>3</td>" in worker.group(1)
     assert "example.com/shop/task-worker:1.0.0" in worker.group(1)
+
+
+def test_deployment_page_shows_the_ready_replicas_the_agent_reported(web: Stack) -> None:
+    Progress(web).create("shop", Configuration(values={}, images={}, env={}))
+    admin = web.headers(web.token_for("admin"))
+    key = web.client.post("/api/v1/agents", json={"name": "local", "cluster": "local"}, headers=admin).json()[
+        "key"
+    ]
+    report = {
+        "components": [
+            {
+                "name": "server",
+                "kind": "Deployment",
+                "workload": "shop-server",
+                "replicas": 2,
+                "ready_replicas": 1,
+                "images": ["example.com/shop/server:1.0.0"],
+            },
+        ]
+    }
+    response = web.client.put(
+        "/api/v1/agent/deployments/shop/components", json=report, headers=web.headers(key)
+    )
+    assert response.status_code == 200, response.text
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    page = web.client.get("/deployments/shop").text
+    server = re.search(r'<th scope="row">server</th>(.*?)</tr>', page, re.DOTALL)
+    worker = re.search(r'<th scope="row">task-worker</th>(.*?)</tr>', page, re.DOTALL)
+    assert server and worker
+    assert "1 of 2 ready" in server.group(1)
+    assert "ready" not in worker.group(1)  # nothing reported for it

@@ -22,7 +22,7 @@ from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.agent.server_api import ClaimedTask, ServerApi
-from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.cluster import ClusterAccess, ClusterError, HelmReleases
 from styrmin_backend.domain import steps
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.redaction import redact
@@ -110,7 +110,41 @@ class Reconciliation:
             error = redact(
                 f"Styrmin's agent hit an unexpected error: {unexpected}", [self.claim.actions_token]
             )
+        if self.claim.change_type is not TaskType.DELETE:
+            await self._report_components()
         await self.parts.api.end_task(self.claim.task_id, error, self._result or None)
+
+    async def _report_components(self) -> None:
+        """Tell the server what the component workloads look like now (best effort: never fails the task)."""
+        try:
+            spec = await self._spec()
+            statuses = []
+            for component in spec.spec.components:
+                kind, name = component.workload.kind, component.workload.resolved_name(self.name)
+                try:
+                    workload = await self.parts.cluster.workload(self.namespace, kind, name)
+                except ClusterError:
+                    continue
+                pod = workload.spec.template.spec if workload.spec else None
+                containers = list(pod.containers) if pod else []
+                first = (
+                    [c for c in containers if c.name == component.container] if component.container else []
+                )
+                ordered = first + [c for c in containers if c not in first]
+                status = workload.status
+                statuses.append(
+                    {
+                        "name": component.name,
+                        "kind": kind,
+                        "workload": name,
+                        "replicas": int(workload.spec.replicas or 0) if workload.spec else 0,
+                        "ready_replicas": int((status.readyReplicas if status else 0) or 0),
+                        "images": [c.image or "" for c in ordered],
+                    }
+                )
+            await self.parts.api.report_components(self.name, statuses)
+        except Exception as error:
+            log.warning("Could not report the components of %s: %s", self.name, error)
 
     async def _workflow(self) -> None:
         kind = self.claim.change_type

@@ -90,3 +90,6 @@ class ServerApi:
     async def driver_archive(self, name: str, version: str) -> bytes:
         response = await self._call("GET", f"/drivers/{name}/versions/{version}/archive")
         return response.content
+
+    async def report_components(self, deployment: str, components: list[dict[str, Any]]) -> None:
+        await self._call("PUT", f"/deployments/{deployment}/components", json={"components": components})

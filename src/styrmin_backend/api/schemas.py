@@ -198,6 +198,21 @@ class ComponentsRequest(Strict):
     )
 
 
+class ComponentStatus(Strict):
+    """A component's workload as the agent saw it in the cluster."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=63)]
+    kind: Annotated[str, StringConstraints(min_length=1, max_length=32)]
+    workload: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    replicas: StrictInt = Field(ge=0)
+    ready_replicas: StrictInt = Field(ge=0)
+    images: list[Annotated[str, StringConstraints(max_length=512)]] = Field(max_length=64)
+
+
+class ComponentsStatusRequest(Strict):
+    components: list[ComponentStatus] = Field(max_length=100)
+
+
 class DeploymentOut(BaseModel):
     id: int
     name: str
@@ -210,6 +225,11 @@ class DeploymentOut(BaseModel):
     running_driver_version: str | None
     configuration: dict[str, Any]
     stopped_components: list[str]
+    components_status: list[ComponentStatus] | None = Field(
+        default=None,
+        description="The component workloads as the agent last saw them; null before it reported.",
+    )
+    components_status_at: datetime | None = None
     status: DeploymentStatus
     revision: int
     created_at: datetime
@@ -229,6 +249,10 @@ class DeploymentOut(BaseModel):
             running_driver_version=row.running_driver_version,
             configuration=row.configuration,
             stopped_components=list(row.stopped_components),
+            components_status=[ComponentStatus.model_validate(c) for c in row.components_status]
+            if row.components_status
+            else None,
+            components_status_at=row.components_status_at,
             status=DeploymentStatus(row.status),
             revision=row.last_revision,
             created_at=row.created_at,

@@ -230,3 +230,15 @@ def _set_deployment_status(session: Session, task: TaskRow) -> None:
     else:
         deployment.status = DeploymentStatus.RUNNING.value
     deployment.updated_at = utcnow()
+
+
+def report_components(
+    session: Session, agent: AgentIdentity, name: str, statuses: list[dict[str, object]]
+) -> DeploymentRow:
+    """Store what the agent sees of a deployment's component workloads."""
+    deployment = session.scalars(select(DeploymentRow).where(DeploymentRow.name == name)).one_or_none()
+    if deployment is None or deployment.cluster != agent.cluster:
+        raise NotFound(f'There is no deployment "{name}" in cluster {agent.cluster}.', field="name")
+    deployment.components_status = statuses
+    deployment.components_status_at = utcnow()
+    return deployment

@@ -117,6 +117,9 @@ class DeploymentRow(Base):
     # What the cluster runs, as the agent last applied it (the columns above are what was asked for).
     running_app_version: Mapped[str | None] = mapped_column(String(64))
     running_driver_version: Mapped[str | None] = mapped_column(String(64))
+    # The component workloads as the agent last saw them in the cluster, and when.
+    components_status: Mapped[list[Any] | None]
+    components_status_at: Mapped[datetime | None]
     status: Mapped[str] = mapped_column(String(16))
     last_revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime]

@@ -164,6 +164,9 @@ class ComponentView:
     env: dict[str, str]
     replicas: int | None
     images: list[str]
+    ready_replicas: int | None = None
+    """Ready replicas of the workload as the agent last saw it; None before it reported."""
+    live_replicas: int | None = None
 
 
 def component_views(
@@ -175,6 +178,7 @@ def component_views(
     shown = rendered.components if rendered else {}
     configuration = changes.Configuration.from_json(row.configuration)
     stopped = set(row.stopped_components)
+    live = {str(s.get("name")): s for s in row.components_status or [] if isinstance(s, dict)}
     return [
         ComponentView(
             name=c.name,
@@ -186,6 +190,8 @@ def component_views(
             env={k: (MASK if is_secret_name(k) else v) for k, v in configuration.env.get(c.name, {}).items()},
             replicas=shown[c.name].replicas if c.name in shown else None,
             images=shown[c.name].images if c.name in shown else [],
+            ready_replicas=int(live[c.name]["ready_replicas"]) if c.name in live else None,
+            live_replicas=int(live[c.name]["replicas"]) if c.name in live else None,
         )
         for c in spec.spec.components
     ]

@@ -18,6 +18,7 @@ from styrmin_backend.api.schemas import (
     MAX_ID,
     ClaimOut,
     ClaimRequest,
+    ComponentsStatusRequest,
     DeploymentOut,
     StepCreateRequest,
     StepEndRequest,
@@ -189,3 +190,12 @@ def download_driver(
     """A driver version's .tar.gz for the agent (its checksum is in the ETag)."""
     row = drivers.get_driver_row(db, name, version)
     return Response(row.archive, media_type="application/gzip", headers={"ETag": f'"{row.checksum}"'})
+
+
+@router.put("/deployments/{name}/components", response_model=DeploymentOut)
+def report_components(
+    name: Annotated[str, Path(max_length=53)], body: ComponentsStatusRequest, db: Db, agent: Agent
+) -> DeploymentOut:
+    """Record the component workloads of a deployment of the agent's cluster, as the agent sees them."""
+    statuses = [c.model_dump() for c in body.components]
+    return DeploymentOut.of(agents.report_components(db, agent, name, statuses))
