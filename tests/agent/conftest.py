@@ -171,6 +171,7 @@ def stack(
         data_dir=tmp / "agent",
         poll_seconds=0.2,
         lease_seconds=30,
+        status_seconds=1,
     )
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()

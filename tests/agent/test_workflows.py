@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -186,3 +187,21 @@ def test_an_action_past_its_timeout_is_ended_and_fails_its_step(stack: Stack, de
     assert task["status"] == "failed"
     assert step_names(task)[-1] == "Run the setup post-hook"
     assert "3" in task["steps"][-1]["error"] and "Action slow failed" in task["steps"][-1]["error"]
+
+
+def test_component_status_follows_the_cluster_between_tasks(stack: Stack, deployment_name: str) -> None:
+    stack.push("11.1.0")
+    assert create(stack, deployment_name, "11.1.0")["status"] == "succeeded"
+    # A change made behind Styrmin's back shows up without any task.
+    stack.kube.patch(
+        Deployment, f"{deployment_name}-task-worker", {"spec": {"replicas": 2}}, namespace=deployment_name
+    )
+    deadline = time.monotonic() + 60
+    seen: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        shown = stack.http.get(f"/api/v1/deployments/{deployment_name}").json()
+        seen = {c["name"]: c for c in shown["components_status"] or []}
+        if seen.get("task-worker", {}).get("ready_replicas") == 2:
+            break
+        time.sleep(0.5)
+    assert (seen["task-worker"]["replicas"], seen["task-worker"]["ready_replicas"]) == (2, 2)

@@ -14,6 +14,7 @@ from styrmin_backend.agent.reconciliation import AgentParts, Reconciliation
 from styrmin_backend.agent.server_api import ClaimedTask, ServerApi
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.domain.tasks import TaskType
 
 log = logging.getLogger("styrmin.agent")
 
@@ -30,6 +31,8 @@ class Agent:
     def __init__(self, settings: AgentSettings) -> None:
         self.settings = settings
         self._running: dict[int, asyncio.Task[None]] = {}
+        self._known: dict[str, ClaimedTask] = {}
+        """The latest task of each deployment this agent ran, to report its components between tasks."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and run tasks until ``stop`` is set; then let the running ones end."""
@@ -46,6 +49,7 @@ class Agent:
             await cluster.ensure_crd()
             await runner.start()
             log.info("Agent serving; Prefect at %s", runner.api_url)
+            reporting = asyncio.create_task(self._report_periodically(parts, stop))
             while not stop.is_set():
                 claimed, idle = None, True
                 if len(self._running) < settings.concurrency:
@@ -59,9 +63,12 @@ class Agent:
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(stop.wait(), settings.poll_seconds)
                     continue
-                self._running[claimed.task_id] = asyncio.create_task(self._reconcile(parts, claimed))
+                self._running[claimed.task_id] = asyncio.create_task(
+                    self._reconcile(parts, claimed), name=str(claimed.deployment["name"])
+                )
             if self._running:
                 await asyncio.gather(*self._running.values(), return_exceptions=True)
+            await reporting
         finally:
             await runner.close()
             await cluster.close()
@@ -72,11 +79,30 @@ class Agent:
         try:
             log.info("Task %s: %s of %s", claimed.task_id, claimed.change_type, claimed.deployment["name"])
             await Reconciliation(parts, claimed).run()
+            name = str(claimed.deployment["name"])
+            if claimed.change_type is TaskType.DELETE:
+                self._known.pop(name, None)
+            else:
+                self._known[name] = claimed
         except Exception:
             log.exception("Task %s could not be ended; its lease will run out", claimed.task_id)
         finally:
             renewing.cancel()
             self._running.pop(claimed.task_id, None)
+
+    async def _report_periodically(self, parts: AgentParts, stop: asyncio.Event) -> None:
+        """Report the component workloads of known deployments that run no task now, every so often."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.settings.status_seconds)
+            busy = {str(task.get_name()) for task in self._running.values()}
+            for name, claimed in list(self._known.items()):
+                if stop.is_set() or name in busy:
+                    continue
+                try:
+                    await Reconciliation(parts, claimed).report_components()
+                except Exception as error:  # reporting must never stop the agent
+                    log.warning("Could not report the components of %s: %s", name, error)
 
     async def _renew(self, api: ServerApi, task_id: int) -> None:
         while True:

@@ -111,10 +111,10 @@ class Reconciliation:
                 f"Styrmin's agent hit an unexpected error: {unexpected}", [self.claim.actions_token]
             )
         if self.claim.change_type is not TaskType.DELETE:
-            await self._report_components()
+            await self.report_components()
         await self.parts.api.end_task(self.claim.task_id, error, self._result or None)
 
-    async def _report_components(self) -> None:
+    async def report_components(self) -> None:
         """Tell the server what the component workloads look like now (best effort: never fails the task)."""
         try:
             spec = await self._spec()

@@ -32,6 +32,9 @@ class AgentSettings(BaseSettings):
     claim_wait_seconds: float = Field(
         default=5, ge=0, le=30, description="How long one claim waits on the server for a task (long poll)."
     )
+    status_seconds: float = Field(
+        default=30, gt=0, le=3600, description="How often the component workloads are reported between tasks."
+    )
     runner_pool_size: int = Field(
         default=4, ge=1, le=32, description="Pre-started processes for actions (about 160 MiB each)."
     )
