@@ -52,6 +52,19 @@ def test_migrate_writes_the_image_version_into_the_shared_database(tmp_path: Pat
     assert _schema_version(tmp_path) == "2.0.0"
 
 
+def test_migrate_refuses_to_go_back_to_an_older_version(tmp_path: Path) -> None:
+    assert _shop(tmp_path, "example.com/shop/server:1.10.0", "migrate").returncode == 0
+
+    refused = _shop(tmp_path, "example.com/shop/server:1.9.0", "migrate")
+
+    assert refused.returncode == 4
+    assert "Cannot migrate the database from 1.10.0 down to 1.9.0" in refused.stderr
+    assert _schema_version(tmp_path) == "1.10.0"
+    assert _shop(tmp_path, "example.com/shop/server:1.10.0", "migrate").returncode == 0
+    assert _shop(tmp_path, "example.com/shop/server:1.11.0", "migrate").returncode == 0
+    assert _schema_version(tmp_path) == "1.11.0"
+
+
 def test_migrate_refuses_while_a_task_worker_runs(tmp_path: Path) -> None:
     assert _shop(tmp_path, "example.com/shop/server:1.0.0", "migrate").returncode == 0
     environment = dict(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.users import ACTIONS_USERNAME
-from styrmin_backend.services import tasks
+from styrmin_backend.services import agents, auth, changes, tasks
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.web._format import MASK
 from tests.api.conftest import ADMIN_PASSWORD, USER_PASSWORD, Stack
@@ -279,3 +280,42 @@ def test_deployment_page_shows_the_ready_replicas_the_agent_reported(web: Stack)
     assert server and worker
     assert "1 of 2 ready" in server.group(1)
     assert "ready" not in worker.group(1)  # nothing reported for it
+
+
+def test_the_deployment_page_polls_its_state_and_is_answered_only_when_it_changed(web: Stack) -> None:
+    progress = Progress(web)
+    progress.finish_create(progress.create("polled"))
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    page = web.client.get("/deployments/polled").text
+    seen = re.search(r'hx-get="/deployments/polled/state\?seen=([0-9a-f]+)"', page)
+    assert seen, page
+
+    unchanged = web.client.get(f"/deployments/polled/state?seen={seen.group(1)}")
+    assert unchanged.status_code == 204 and unchanged.text == ""
+
+    with web.session() as session:
+        admin = auth.authenticate(session, web.token_for("admin"))
+        changes.set_components_running(session, "polled", by=admin, components=["task-worker"], running=False)
+    changed = web.client.get(f"/deployments/polled/state?seen={seen.group(1)}")
+    assert changed.status_code == 200
+    assert 'id="deployment-status" hx-swap-oob="true"' in changed.text
+    row = re.search(r"<tr>\s*<th scope=\"row\">task-worker</th>.*?</tr>", changed.text, re.S)
+    assert row and "Stopped" in row.group(0), changed.text
+    assert f"seen={seen.group(1)}" not in changed.text
+
+    with web.session() as session:
+        admin = auth.authenticate(session, web.token_for("admin"))
+        deleting = changes.delete_deployment(session, "polled", by=admin).task
+    assert deleting is not None
+    with web.session() as session:
+        _, key = agents.create_agent(session, "local", "local")
+    while True:  # an agent runs the stop, then the delete
+        with web.session() as session:
+            agent = agents.authenticate_agent(session, key)
+            claim = agents.claim_next_task(session, agent, timedelta(minutes=1), timedelta(minutes=1))
+            if claim is None:
+                break
+            agents.end_claimed_task(session, agent, claim.task.id, error=None, result=None)
+    gone = web.client.get(f"/deployments/polled/state?seen={seen.group(1)}")
+    assert gone.status_code == 286  # htmx stops polling
+    assert "Deployment polled has been deleted." in gone.text

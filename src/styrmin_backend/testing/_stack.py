@@ -82,6 +82,7 @@ class StyrminStack:
                 public_url=url,
                 admin_password=SecretStr(password),
                 log_level="WARNING",
+                prefect_ui_url=prefect.url,
             )
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             engine = make_engine(settings.effective_database_url)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import os
 import secrets
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -41,7 +40,6 @@ CSRF_FIELD = "csrf_token"
 LOGIN_CSRF_COOKIE = "styrmin_login_csrf"
 """Before a session exists, the login form's CSRF token is a random value doubled in this cookie."""
 
-DEFAULT_PREFECT_UI_URL = "http://127.0.0.1:4200"
 
 _HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(_HERE / "templates"))
@@ -157,10 +155,9 @@ def new_login_csrf() -> str:
 
 
 def prefect_ui_url(request: Request) -> str:
-    """The Prefect UI's base URL: the setting when Settings has one, else ``STYRMIN_PREFECT_UI_URL``."""
-    configured = getattr(request.app.state.settings, "prefect_ui_url", None)
-    url = configured or os.environ.get("STYRMIN_PREFECT_UI_URL") or DEFAULT_PREFECT_UI_URL
-    return str(url).rstrip("/")
+    """The Prefect UI's base URL (the ``prefect_ui_url`` setting)."""
+    url: str = request.app.state.settings.prefect_ui_url
+    return url.rstrip("/")
 
 
 def render(

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import HTMLResponse
+from markupsafe import Markup, escape
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
 from styrmin_backend.api.deps import CSRF_COOKIE, SESSION_COOKIE
 from styrmin_backend.api.routes.auth import set_session_cookies
-from styrmin_backend.domain.errors import DomainError, NotAuthenticated
+from styrmin_backend.domain.errors import DomainError, NotAuthenticated, NotFound
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.services import auth, changes, tasks, users
 from styrmin_backend.services.changes import Configuration
+from styrmin_backend.store.models import DeploymentRow
 from styrmin_backend.web import _views
 from styrmin_backend.web._common import (
     CSRF_FIELD,
@@ -32,6 +36,7 @@ from styrmin_backend.web._common import (
     safe_next,
     see_other,
     status_of,
+    templates,
     text,
     unit,
     viewer_of,
@@ -44,6 +49,9 @@ from styrmin_backend.web._forms import (
     place_error,
     read_configuration,
 )
+
+HTMX_STOP_POLLING = 286
+"""The status with which a polled fragment tells htmx to stop polling."""
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False)
 Form = Annotated[FormData, Depends(read_form)]
@@ -265,6 +273,29 @@ def _latest_task(history: tasks.TaskPage, prefect_url: str, session: Session) ->
     return _views.load_task_view(session, latest.id, prefect_url)
 
 
+@dataclass(frozen=True)
+class _DeploymentState:
+    """The facts and components of a deployment as HTML, and a stamp that changes when they do."""
+
+    body: Markup
+    stamp: str
+
+
+def _deployment_state(viewer: Viewer, session: Session, row: DeploymentRow) -> _DeploymentState:
+    spec = _views.DriverCache(session).spec(row.driver_name, row.driver_version)
+    rendered = _views.rendered_for(session, row)
+    body = Markup(  # noqa: S704 (an autoescaped template)
+        templates.get_template("_deployment_state.html").render(
+            viewer=viewer,
+            deployment=row,
+            spec=spec,
+            components=_views.component_views(row, spec, rendered),
+            rendered=rendered,
+        )
+    )
+    return _DeploymentState(body, hashlib.sha256(body.encode()).hexdigest()[:16])
+
+
 @router.get("/deployments/{name}")
 def deployment_page(
     request: Request,
@@ -275,8 +306,6 @@ def deployment_page(
     with unit(request) as session:
         viewer = viewer_of(request, session)
         row = changes.get_deployment(session, name)
-        spec = _views.DriverCache(session).spec(row.driver_name, row.driver_version)
-        rendered = _views.rendered_for(session, row)
         history = tasks.list_tasks(session, deployment=name, limit=_views.HISTORY_PAGE_SIZE, before=before)
         return render(
             request,
@@ -284,9 +313,7 @@ def deployment_page(
             viewer,
             deployment=row,
             name=row.name,
-            spec=spec,
-            components=_views.component_views(row, spec, rendered),
-            rendered=rendered,
+            state=_deployment_state(viewer, session, row),
             values=_views.masked_values(row),
             latest=_latest_task(
                 history if before is None else tasks.list_tasks(session, deployment=name, limit=20),
@@ -296,6 +323,36 @@ def deployment_page(
             history=history,
             before=before,
             notice=_NOTICES.get(notice, ""),
+        )
+
+
+@router.get("/deployments/{name}/state")
+def deployment_state_fragment(request: Request, name: str, seen: str = "") -> Response:
+    """The deployment's facts and components, polled by its page: 204 while nothing shown changed.
+
+    Once the deployment is deleted, answers 286, which tells htmx to show that and stop polling.
+    """
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        try:
+            row = changes.get_deployment(session, name)
+        except NotFound:
+            return HTMLResponse(
+                '<div id="deployment-state"><div class="alert alert-info" role="status">'
+                f"<p>Deployment {escape(name)} has been deleted.</p></div></div>",
+                status_code=HTMX_STOP_POLLING,
+            )
+        state = _deployment_state(viewer, session, row)
+        if state.stamp == seen:
+            return Response(status_code=204)
+        return render(
+            request,
+            "_deployment_state_live.html",
+            viewer,
+            deployment=row,
+            name=row.name,
+            state=state,
+            oob=True,
         )
 
 

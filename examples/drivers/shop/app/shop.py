@@ -3,7 +3,8 @@
     shop.py serve      run the web server (here: record the start, then idle until stopped)
     shop.py work       run the task worker (heartbeats while it runs, so migrate can see it)
     shop.py migrate    bring the database schema to this program's version (refused while task
-                       workers run; waits SHOP_MIGRATE_WAIT_SECONDS, default 10, for them to stop)
+                       workers run; waits SHOP_MIGRATE_WAIT_SECONDS, default 10, for them to stop;
+                       refused to an older version: migrations only go forward)
     shop.py version    print this program's version
     shop.py status     print the database's schema version and the running workers
 
@@ -73,13 +74,27 @@ def running_workers(connection: sqlite3.Connection) -> list[tuple[str, str]]:
     return [(row[0], row[1]) for row in rows]
 
 
+def version_key(text: str) -> tuple[int, ...]:
+    """``"1.10.2"`` as ``(1, 10, 2)``, to compare versions; parts that are not numbers count as 0."""
+    return tuple(int(part) if part.isdigit() else 0 for part in text.split("."))
+
+
 def migrate() -> int:
     target = version()
     with closing(connect()) as connection:
         current = schema_version(connection)
+        print(f"Database {database_path()}: schema {current or 'none'}, this program {target}.", flush=True)
         if current == target:
             print(f"The database {database_path()} is already at version {target}.")
             return 0
+        if current is not None and version_key(target) < version_key(current):
+            print(f"Checking migrations from {current} to {target}...", flush=True)
+            print(
+                f"Cannot migrate the database from {current} down to {target}: migrations only go forward. "
+                f"Upgrade to {current} or later, or restore a backup taken before the upgrade to {current}.",
+                file=sys.stderr,
+            )
+            return 4
         workers = running_workers(connection)
         # Stopped workers leave within a second or two; wait for them a little before refusing.
         deadline = time.monotonic() + float(os.environ.get("SHOP_MIGRATE_WAIT_SECONDS", "10"))
