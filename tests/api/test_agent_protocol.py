@@ -174,3 +174,38 @@ def test_an_agent_reports_component_workloads_of_its_own_cluster_only(stack: Sta
         "/api/v1/agent/deployments/shop/components", json=report, headers=_agent(stack, "edge", "edge")
     )
     assert other.status_code == 404
+
+
+def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_deployment_failed(
+    stack: Stack,
+) -> None:
+    _deploy(stack)
+    agent = _agent(stack)
+    create = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    stack.client.post(f"/api/v1/agent/tasks/{create['task']['id']}/end", json={}, headers=agent)
+    admin = stack.headers(stack.token_for("admin"))
+    upgrade = stack.client.post(
+        "/api/v1/deployments/shop/upgrade", json={"app_version": "2.0.0"}, headers=admin
+    ).json()["task"]["id"]
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    assert claim["task"]["id"] == upgrade
+    hook = stack.client.post(
+        f"/api/v1/agent/tasks/{upgrade}/steps", json={"name": "Run the upgrade hook"}, headers=agent
+    ).json()
+    # The hook's action stops a component (a later revision), which the agent runs to success...
+    stop = stack.client.post(
+        "/api/v1/deployments/shop/stop",
+        json={"components": ["task-worker"], "started_by_step": hook["id"]},
+        headers=stack.headers(claim["actions_token"]),
+    )
+    assert stop.status_code == 202, stop.text
+    stop_task = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()["task"]["id"]
+    stack.client.post(f"/api/v1/agent/tasks/{stop_task}/end", json={}, headers=agent)
+    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json()["status"] == "stopped"
+    # ...then its migration fails: the upgrade's end decides the deployment's status.
+    stack.client.post(
+        f"/api/v1/agent/tasks/{upgrade}/end",
+        json={"error": "Step Run the upgrade hook failed."},
+        headers=agent,
+    )
+    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json()["status"] == "failed"

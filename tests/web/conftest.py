@@ -237,8 +237,14 @@ def browser() -> Iterator[Any]:
         browser.close()
 
 
+@pytest.fixture(scope="module")
+def site_url(live_server: LiveServer) -> str:
+    """The URL pages open; a module testing another server overrides this fixture."""
+    return live_server.url
+
+
 @pytest.fixture
-def new_page(browser: Any, live_server: LiveServer) -> Iterator[Any]:
+def new_page(browser: Any, site_url: str) -> Iterator[Any]:
     """A factory of pages in fresh browser contexts (own cookies), closed after the test."""
     contexts: list[Any] = []
     # Script errors and Content-Security-Policy violations show up in the console: there must be none.
@@ -246,7 +252,7 @@ def new_page(browser: Any, live_server: LiveServer) -> Iterator[Any]:
 
     def make(color_scheme: str = "light", width: int = 1280, height: int = 900) -> Any:
         context = browser.new_context(
-            base_url=live_server.url,
+            base_url=site_url,
             color_scheme=color_scheme,
             viewport={"width": width, "height": height},
         )

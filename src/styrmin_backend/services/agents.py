@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
@@ -206,11 +206,13 @@ def _set_deployment_status(session: Session, task: TaskRow) -> None:
     if deployment is None or task.revision is None:
         return
     # The status follows the latest change that ended: an earlier change ending late does not undo it.
+    # Tasks this task's actions started end before it does and are part of it: its end decides.
     later = session.scalars(
         select(TaskRow.id).where(
             TaskRow.deployment_id == deployment.id,
             TaskRow.revision > task.revision,
             TaskRow.status.in_([TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value]),
+            or_(TaskRow.parent_task_id.is_(None), TaskRow.parent_task_id != task.id),
         )
     ).first()
     applied = (task.result or {}).get("applied")

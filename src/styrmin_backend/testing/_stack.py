@@ -49,15 +49,19 @@ class StyrminStack:
     """A running Styrmin for tests, driven as an operator drives it: through the Python SDK.
 
     ``client`` is a ``styrmin.Client`` signed in as admin, ``kube`` a lightkube client of the local
-    cluster, ``cluster`` the local cluster itself (its ``data_dir`` holds what pods write).
+    cluster, ``cluster`` the local cluster itself (its ``data_dir`` holds what pods write), ``url`` the
+    server's and ``prefect_ui_url`` the Prefect UI's address.
     Start it with :meth:`start` (a context manager) or the ``styrmin_stack`` pytest fixture.
     """
 
-    def __init__(self, client: styrmin.Client, kube: KubeClient, cluster: LocalCluster, url: str) -> None:
+    def __init__(
+        self, client: styrmin.Client, kube: KubeClient, cluster: LocalCluster, url: str, prefect_ui_url: str
+    ) -> None:
         self.client = client
         self.kube = kube
         self.cluster = cluster
         self.url = url
+        self.prefect_ui_url = prefect_ui_url
 
     @classmethod
     @contextmanager
@@ -126,7 +130,7 @@ class StyrminStack:
             stack.callback(client.close)
             kube = KubeClient(KubeConfig.from_file(cluster.kubeconfig_path), field_manager="styrmin-tests")
             stack.callback(kube.close)
-            yield cls(client, kube, cluster, url)
+            yield cls(client, kube, cluster, url, prefect.url)
 
     # --- what an operator does ------------------------------------------------------------------
 

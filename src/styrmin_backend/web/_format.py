@@ -34,6 +34,7 @@ _ICONS = {
         "deleting": "◐",
         "deleted": "■",
     },
+    "component": {"ready": "✓", "not-ready": "◐", "stopped": "■", "unreported": "○"},
 }
 
 
@@ -81,13 +82,13 @@ def age(moment: datetime | None) -> str:
 
 
 def status_icon(status: str, kind: str = "task") -> str:
-    """The symbol shown beside the status word of a task (or step) or of a deployment."""
+    """The symbol shown beside the status word of a task (or step), a deployment or a component."""
     return _ICONS.get(kind, {}).get(str(status), "•")
 
 
 def status_label(status: str) -> str:
-    """A status as a word starting with a capital: ``Succeeded``."""
-    return str(status).capitalize()
+    """A status as words starting with a capital: ``Succeeded``, ``Not ready``."""
+    return str(status).replace("-", " ").capitalize()
 
 
 def as_yaml(data: Any) -> str:

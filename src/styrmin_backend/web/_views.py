@@ -168,6 +168,17 @@ class ComponentView:
     """Ready replicas of the workload as the agent last saw it; None before it reported."""
     live_replicas: int | None = None
 
+    @property
+    def state(self) -> str:
+        """``stopped``, ``ready`` (every replica the agent saw is ready), ``not-ready`` or ``unreported``."""
+        if self.stopped:
+            return "stopped"
+        if self.ready_replicas is None or self.live_replicas is None:
+            return "unreported"
+        if self.live_replicas > 0 and self.ready_replicas >= self.live_replicas:
+            return "ready"
+        return "not-ready"
+
 
 def component_views(
     row: DeploymentRow, spec: DriverSpec | None, rendered: Rendered | None
