@@ -319,3 +319,31 @@ def test_the_deployment_page_polls_its_state_and_is_answered_only_when_it_change
     gone = web.client.get(f"/deployments/polled/state?seen={seen.group(1)}")
     assert gone.status_code == 286  # htmx stops polling
     assert "Deployment polled has been deleted." in gone.text
+
+
+def test_components_show_the_images_the_cluster_still_runs_during_an_upgrade(web: Stack) -> None:
+    progress = Progress(web)
+    progress.finish_create(progress.create("rolling"))
+    progress.upgrade("rolling", "1.1.0")
+    with web.session() as session:
+        _, key = agents.create_agent(session, "local", "local")
+    with web.session() as session:
+        agent = agents.authenticate_agent(session, key)
+        old = {"replicas": 1, "ready_replicas": 1}
+        agents.report_components(
+            session,
+            agent,
+            "rolling",
+            [
+                {"name": "server", **old, "images": ["example.com/shop/server:1.0.0"]},
+                {"name": "task-worker", **old, "images": ["example.com/shop/task-worker:1.1.0"]},
+            ],
+        )
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    page = web.client.get("/deployments/rolling").text
+    server = re.search(r"<th scope=\"row\">server</th>.*?</tr>", page, re.S)
+    worker = re.search(r"<th scope=\"row\">task-worker</th>.*?</tr>", page, re.S)
+    assert server and worker
+    assert "The cluster runs: <code>example.com/shop/server:1.0.0</code>" in server.group(0)
+    assert "example.com/shop/server:1.1.0" in server.group(0)  # what Styrmin applies
+    assert "The cluster runs" not in worker.group(0)

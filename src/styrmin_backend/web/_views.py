@@ -167,6 +167,8 @@ class ComponentView:
     ready_replicas: int | None = None
     """Ready replicas of the workload as the agent last saw it; None before it reported."""
     live_replicas: int | None = None
+    live_images: list[str] | None = None
+    """The images the agent last saw the workload run (component container first)."""
 
     @property
     def state(self) -> str:
@@ -203,6 +205,7 @@ def component_views(
             images=shown[c.name].images if c.name in shown else [],
             ready_replicas=int(live[c.name]["ready_replicas"]) if c.name in live else None,
             live_replicas=int(live[c.name]["replicas"]) if c.name in live else None,
+            live_images=[str(i) for i in live[c.name].get("images") or []] if c.name in live else None,
         )
         for c in spec.spec.components
     ]

@@ -1,0 +1,205 @@
+"""Benchmark: the web UI's deployment page with 1,000 tasks of history and a latest task of 50 steps.
+
+Seeds a database (SQLite by default, or a fresh PostgreSQL database that is dropped at the end) with
+the example driver, one deployment, 1,000 tasks of history and a newest task of 50 steps (each with a
+note, the last with 200 lines of output). Then runs the real server on loopback (`styrmin server`,
+one process), logs in as a browser does (session cookie), warms up, and times the pages one request
+at a time. Prints p50 and p99 per page beside the target (the deployment page renders in <= 100 ms).
+
+    uv run python bench/web_pages.py [--database sqlite|postgresql] [--rounds 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from styrmin_backend.drivers import read_driver, validate_driver
+from styrmin_backend.services import auth, changes, drivers, workflow
+from styrmin_backend.services.changes import Configuration
+from styrmin_backend.services.users import ensure_admin
+from styrmin_backend.store.db import make_engine, make_session_factory, transaction
+from styrmin_backend.store.migrate import upgrade_database
+
+EXAMPLE_DRIVER = Path(__file__).resolve().parents[1] / "examples" / "drivers" / "shop"
+POSTGRES_DSN = os.environ.get("STYRMIN_BENCH_POSTGRES", "host=127.0.0.1 port=5432 user=postgres dbname=test")
+PASSWORD = "bench-password"  # noqa: S105 (the throwaway admin of a throwaway database)
+TARGET_MS = 100.0
+HISTORY_TASKS = 1000
+STEPS = 50
+
+
+def seed(url: str, data_dir: Path) -> int:
+    """The example driver, a deployment with ``HISTORY_TASKS`` tasks, the newest of ``STEPS`` steps."""
+    engine = make_engine(url)
+    upgrade_database(engine)
+    factory = make_session_factory(engine)
+    package = read_driver(EXAMPLE_DRIVER)
+    with transaction(factory) as session:
+        ensure_admin(session, PASSWORD, data_dir)
+        drivers.push_driver(session, package, validate_driver(package), pushed_by="bench")
+    with transaction(factory) as session:
+        user = auth.login(session, "admin", PASSWORD)
+        issued = auth.issue_token(session, user, auth.TokenKind.API, timedelta(hours=1), name="bench")
+        admin = auth.authenticate(session, issued.token)
+        configuration = Configuration({"extra": {"password": "x"}}, {}, {"server": {"LOG_LEVEL": "debug"}})
+        changes.create_deployment(
+            session,
+            by=admin,
+            name="bench",
+            namespace="bench",
+            driver_name=package.name,
+            driver_version=package.version,
+            app_version=None,
+            configuration=configuration,
+        )
+    for batch in range(0, HISTORY_TASKS - 1, 100):
+        with transaction(factory) as session:
+            for number in range(batch, min(batch + 100, HISTORY_TASKS - 1)):
+                task = changes.upgrade_deployment(
+                    session, "bench", by=admin, app_version=f"2.0.{number}", driver_version=None
+                ).task
+                assert task is not None
+                if number < HISTORY_TASKS - 2:  # history: ended tasks; the newest is the long one
+                    workflow.start_task(session, task.id)
+                    workflow.end_task(session, task.id, error=None)
+    with transaction(factory) as session:
+        workflow.start_task(session, task.id)
+        for number in range(STEPS):
+            step = workflow.add_step(session, task.id, f"Step {number}")
+            workflow.add_step_note(
+                session, step.id, f"Note of step {number}: Deleted Job bench-migrate-{number}."
+            )
+            if number == STEPS - 1:
+                workflow.set_step_output(session, step.id, "migrating a table: ok\n" * 200, True)
+                workflow.end_step(session, step.id, error="Command shop migrate failed with exit code 4.")
+            else:
+                workflow.end_step(session, step.id)
+        workflow.end_task(session, task.id, error="Step Step 49 failed.")
+    engine.dispose()
+    return task.id
+
+
+@contextmanager
+def database(kind: str, folder: Path) -> Iterator[str]:
+    """A fresh, empty database of ``kind``; a PostgreSQL one is dropped afterwards."""
+    if kind == "sqlite":
+        yield f"sqlite:///{folder / 'styrmin.db'}"
+        return
+    name = f"styrmin_bench_{uuid.uuid4().hex[:8]}"
+    params = dict(part.split("=", 1) for part in POSTGRES_DSN.split())
+    with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://{params.get('user', 'postgres')}@{params.get('host', '127.0.0.1')}:{params.get('port', '5432')}/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_DSN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def server(url: str, data_dir: Path) -> Iterator[str]:
+    """``styrmin server`` on a free loopback port; yields its URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {
+        **os.environ,
+        "STYRMIN_DATABASE_URL": url,
+        "STYRMIN_DATA_DIR": str(data_dir),
+        "STYRMIN_LOG_LEVEL": "WARNING",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "styrmin_backend.cli", "server", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def timed(client: httpx.Client, path: str, rounds: int, expect: str) -> list[float]:
+    """Milliseconds per GET of ``path`` after warm-up; each answer must contain ``expect``."""
+    for _ in range(10):
+        client.get(path).raise_for_status()
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        response = client.get(path)
+        samples.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+        assert expect in response.text, f"{path} did not show {expect!r}"
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--rounds", type=int, default=200)
+    args = parser.parse_args()
+
+    with (
+        tempfile.TemporaryDirectory(prefix="styrmin-bench-") as scratch,
+        database(args.database, Path(scratch)) as url,
+    ):
+        data_dir = Path(scratch) / "data"
+        started = time.perf_counter()
+        task_id = seed(url, data_dir)
+        print(
+            f"{args.database}: seeded {HISTORY_TASKS:,} tasks and a task of {STEPS} steps in {time.perf_counter() - started:.1f} s"
+        )
+        with server(url, data_dir) as base, httpx.Client(base_url=base) as client:
+            opened = client.post("/api/v1/auth/session", json={"username": "admin", "password": PASSWORD})
+            opened.raise_for_status()
+            pages = [
+                ("deployment page (1,000 tasks, latest of 50 steps)", "/deployments/bench", "Step 49"),
+                (f"task view ({STEPS} steps)", f"/tasks/{task_id}", "Earlier output was cut"),
+                ("deployments list", "/deployments", "bench"),
+                ("deployment state (polled every 3 s)", "/deployments/bench/state", "task-worker"),
+            ]
+            for label, path, expect in pages:
+                samples = timed(client, path, args.rounds, expect)
+                p50, p99 = statistics.median(samples), percentile(samples, 0.99)
+                verdict = "met" if p50 <= TARGET_MS else "NOT met"
+                print(
+                    f"{label}: p50 {p50:.1f} ms, p99 {p99:.1f} ms   (target p50 <= {TARGET_MS:.0f} ms: {verdict})"
+                )
+
+
+if __name__ == "__main__":
+    main()
