@@ -1,4 +1,5 @@
-"""An agent killed in the middle of a workflow: its task ends failed, saying so; nothing stays running."""
+"""An agent killed in the middle of a workflow: its task ends failed, saying so; nothing stays running,
+in Styrmin or in Prefect."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from styrmin_backend.agent.prefect import LocalPrefectServer
@@ -57,15 +60,24 @@ def test_killed_agent_leaves_no_task_running(
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             steps = stack.http.get(f"/api/v1/tasks/{task_id}").json()["steps"]
-            if steps and steps[0]["flow_run_id"] is None and steps[0]["status"] == "running":
+            if steps and steps[0]["flow_run_id"] is not None:  # the action's flow run has started
                 break
             time.sleep(0.2)
-        time.sleep(1)
+        # The step links to its flow run while the action still runs.
+        assert steps[0]["status"] == "running" and steps[0]["flow_run_id"] is not None, steps
+        time.sleep(0.5)
         os.killpg(first.pid, signal.SIGKILL)  # the agent and its action processes, as a crash would
         first.wait(10)
-        second = start_agent(stack, key, local_cluster, prefect_server, tmp_path / "b")
+        flow_runs = _flow_runs(prefect_server, "deployment:restarted")
+        assert [run["state_type"] for run in flow_runs] == ["RUNNING"]
+        # Restarted on the same data dir, the agent marks the run its predecessor left Crashed.
+        second = start_agent(stack, key, local_cluster, prefect_server, tmp_path / "a")
         try:
             task = stack.wait(task_id, timeout=90)
+            deadline = time.monotonic() + 30
+            while _flow_runs(prefect_server, "deployment:restarted")[0]["state_type"] == "RUNNING":
+                assert time.monotonic() < deadline, "the orphaned flow run was not marked Crashed"
+                time.sleep(0.2)
         finally:
             second.terminate()
             second.wait(30)
@@ -76,3 +88,17 @@ def test_killed_agent_leaves_no_task_running(
     assert task["error"].startswith("The agent stopped while it ran this task")
     assert [s["status"] for s in task["steps"]] == ["failed"]
     assert stack.http.get("/api/v1/deployments/restarted").json()["status"] == "failed"
+    (crashed,) = _flow_runs(prefect_server, "deployment:restarted")
+    assert crashed["state_type"] == "CRASHED"
+    assert crashed["state"]["message"].startswith("The Styrmin agent that ran this action stopped")
+    assert crashed["id"] == task["steps"][0]["flow_run_id"]
+
+
+def _flow_runs(prefect: LocalPrefectServer, tag: str) -> list[dict[str, Any]]:
+    """The flow runs tagged ``tag``, read from the Prefect server's REST API."""
+    response = httpx.post(
+        f"{prefect.api_url}/flow_runs/filter", json={"flow_runs": {"tags": {"all_": [tag]}}}
+    )
+    response.raise_for_status()
+    runs: list[dict[str, Any]] = response.json()
+    return runs

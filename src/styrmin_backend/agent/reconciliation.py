@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,6 +242,19 @@ class Reconciliation:
                 self.parts.cluster.kubeconfig_path
             ),  # for get_component_images, execute_commands
         }
+        api = self.parts.api
+
+        def linker(action_name: str) -> Callable[[str], Awaitable[None]]:
+            """Link the step to the flow run as soon as it exists (a note each when several run)."""
+
+            async def link(flow_run_id: str) -> None:
+                if len(actions) == 1:
+                    await api.set_flow_run(step_id, flow_run_id)
+                else:
+                    await api.add_note(step_id, f"Action {action_name} runs as flow run {flow_run_id}.")
+
+            return link
+
         outcomes = await asyncio.gather(
             *(
                 self.parts.runner.run_action(
@@ -252,18 +265,11 @@ class Reconciliation:
                     action.timeout,
                     flow_run_name=f"{self.name}-r{self.claim.revision}-{action.name}",
                     tags=[f"deployment:{self.name}", f"hook:{hook.value}", f"mode:{mode.value}"],
+                    on_flow_run=linker(action.name),
                 )
                 for action in actions
             )
         )
-        for action, outcome in zip(actions, outcomes, strict=True):
-            if outcome.flow_run_id:
-                if len(actions) == 1:
-                    await self.parts.api.set_flow_run(step_id, outcome.flow_run_id)
-                else:
-                    await self.parts.api.add_note(
-                        step_id, f"Action {action.name} ran as flow run {outcome.flow_run_id}."
-                    )
         failed = [(a, o) for a, o in zip(actions, outcomes, strict=True) if not o.succeeded]
         if failed:
             errors = [f"Action {a.name} failed: {o.error}" for a, o in failed]

@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +30,9 @@ from styrmin_backend.agent.prefect._pool import RunnerPool, RunnerProcess, Runne
 from styrmin_backend.domain.redaction import redact
 
 logger = logging.getLogger(__name__)
+
+FlowRunStarted = Callable[[str], Awaitable[None]]
+"""Called with a flow run's id when the flow run exists."""
 
 _LOG_SHIP_INTERVAL = 0.5
 """Seconds between two sends of a running action's logs to the Prefect server."""
@@ -129,13 +132,16 @@ class _LogShipper:
 class _ActionRun:
     """The agent's side of one action's run: the messages of its process and what they mean."""
 
-    def __init__(self, process: RunnerProcess, client: Any, location: str) -> None:
+    def __init__(
+        self, process: RunnerProcess, client: Any, location: str, on_flow_run: FlowRunStarted | None
+    ) -> None:
         self.process = process
         self.client = client
         self.location = location
         self.logs = _LogShipper(client)
         self.flow_run_id: str | None = None
         self.end: dict[str, Any] | None = None
+        self._on_flow_run = on_flow_run
 
     async def follow(self) -> None:
         """Read messages until the process reports its outcome or its pipe closes."""
@@ -144,6 +150,13 @@ class _ActionRun:
             if message is None:
                 return
             self._take(message)
+            if message["kind"] == _protocol.FLOW_RUN and self._on_flow_run is not None:
+                try:
+                    await self._on_flow_run(message["id"])
+                except Exception as error:  # telling others must not stop the action
+                    logger.warning(
+                        "Could not pass on flow run %s of %s: %s", message["id"], self.location, error
+                    )
 
     async def drain(self) -> None:
         """Read what the process still sends (log records) until it exits."""
@@ -205,10 +218,17 @@ class ActionRunner:
         pool_size: how many runner processes to keep started ahead (each uses ~100 MB); actions beyond
             that many at once wait for a process to start (2-3 s).
         python: the interpreter of the runner processes; it must import styrmin_backend and Prefect.
+        owner: a tag put on every flow run this runner starts, so that a later runner can find the
+            runs this one left unfinished when its processes died (see :meth:`crash_runs_of`).
     """
 
     def __init__(
-        self, api_url: str | None = None, *, pool_size: int = 2, python: str = sys.executable
+        self,
+        api_url: str | None = None,
+        *,
+        pool_size: int = 2,
+        python: str = sys.executable,
+        owner: str | None = None,
     ) -> None:
         from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_KEY, PREFECT_API_URL
 
@@ -219,6 +239,7 @@ class ActionRunner:
                 "(http://HOST:4200/api), or start a local Prefect server."
             )
         self.api_url: str = api_url
+        self.owner = owner
         self._api_key = PREFECT_API_KEY.value()
         self._auth_string = PREFECT_API_AUTH_STRING.value()
         env = {
@@ -269,6 +290,7 @@ class ActionRunner:
         *,
         flow_run_name: str | None = None,
         tags: Iterable[str] = (),
+        on_flow_run: FlowRunStarted | None = None,
     ) -> ActionOutcome:
         """Run the action at ``location`` ("actions.py::upgrade") of the driver in ``driver_dir``.
 
@@ -279,6 +301,8 @@ class ActionRunner:
             timeout: seconds the action may run; then its processes are killed and it fails.
             flow_run_name: the flow run's name in the Prefect UI; default: a generated one.
             tags: tags of the flow run in the Prefect UI.
+            on_flow_run: awaited with the flow run's id as soon as the flow run exists, while the
+                action runs (so the step can link to it at once).
         """
         if self._client is None:
             raise RuntimeError("ActionRunner.start() was not called.")
@@ -293,7 +317,7 @@ class ActionRunner:
                 flow_run_id=None,
                 duration=time.monotonic() - started,
             )
-        run = _ActionRun(process, self._client, location)
+        run = _ActionRun(process, self._client, location, on_flow_run)
         process.send_job(
             {
                 "driver_dir": str(Path(driver_dir).resolve()),
@@ -301,7 +325,7 @@ class ActionRunner:
                 "parameters": dict(parameters),
                 "env": dict(env),
                 "flow_run_name": flow_run_name,
-                "tags": list(tags),
+                "tags": [*tags, self.owner] if self.owner else list(tags),
             }
         )
         try:
@@ -326,6 +350,39 @@ class ActionRunner:
         if run.end.get("load_error"):
             error = f"Action {location} could not be loaded: {error}"
         return self._outcome(run, started, error, secrets)
+
+    async def crash_runs_of(self, owner: str, message: str) -> list[str]:
+        """Mark the unfinished flow runs tagged ``owner`` Crashed with ``message``; returns their ids.
+
+        For the runs of an earlier runner whose processes died with it (an agent killed with
+        ``kill -9``): nothing will ever end them otherwise, and the Prefect UI would show them running.
+        """
+        from prefect.client.schemas.filters import (
+            FlowRunFilter,
+            FlowRunFilterState,
+            FlowRunFilterStateType,
+            FlowRunFilterTags,
+        )
+        from prefect.client.schemas.objects import StateType
+        from prefect.client.schemas.sorting import FlowRunSort
+        from prefect.states import Crashed
+
+        if self._client is None:
+            raise RuntimeError("ActionRunner.start() was not called.")
+        unfinished = FlowRunFilter(
+            tags=FlowRunFilterTags(all_=[owner]),
+            state=FlowRunFilterState(
+                type=FlowRunFilterStateType(any_=[StateType.SCHEDULED, StateType.PENDING, StateType.RUNNING])
+            ),
+        )
+        crashed = []
+        runs = await self._client.read_flow_runs(
+            flow_run_filter=unfinished, sort=FlowRunSort.ID_DESC, limit=200
+        )
+        for flow_run in runs:
+            await self._client.set_flow_run_state(flow_run.id, Crashed(message=message), force=True)
+            crashed.append(str(flow_run.id))
+        return crashed
 
     def _outcome(
         self, run: _ActionRun, started: float, error: str | None, secrets: set[str]
