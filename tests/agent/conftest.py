@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import socket
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -14,20 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 import yaml
-from lightkube import Client, KubeConfig
-from pydantic import SecretStr
+from lightkube import Client
 
-from styrmin_backend.agent.loop import Agent
-from styrmin_backend.agent.prefect import LocalPrefectServer
-from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.drivers import pack_driver_folder
-from styrmin_backend.services import agents
-from styrmin_backend.store.db import make_engine, make_session_factory, transaction
+from styrmin_backend.testing import StyrminStack
 from styrmin_localcluster import LocalCluster
-from tests.api.conftest import ADMIN_PASSWORD, make_stack
-from tests.conftest import fresh_database_url
 from tests.support.drivers import EXAMPLE_DRIVER, driver_folder
 
 TEST_ACTIONS = textwrap.dedent(
@@ -78,21 +67,16 @@ TEST_ACTIONS = textwrap.dedent(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @dataclass
 class Stack:
-    """A running Styrmin with its agent, and helpers to drive it as an operator would."""
+    """A running Styrmin with its agent, and helpers to drive it as an operator would over HTTP."""
 
     url: str
     http: httpx.Client
     kube: Client
     tmp: Path
+    cluster: LocalCluster
+    prefect_api_url: str
 
     def push(self, version: str, actions: list[dict[str, Any]] | None = None) -> None:
         """Push the example driver at ``version`` with the test actions and ``actions`` declared."""
@@ -127,72 +111,22 @@ def action(name: str, hook: str, mode: str, function: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path_factory.mktemp("cluster"), [EXAMPLE_DRIVER / "catalog"]) as cluster:
-        yield cluster
-
-
-@pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPrefectServer]:
-    server = LocalPrefectServer(tmp_path_factory.mktemp("prefect"))
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory,
-    migrated_templates: dict[str, str],
-    local_cluster: LocalCluster,
-    prefect_server: LocalPrefectServer,
-) -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The stack `styrmin up` runs (through the driver author's harness), its agent reporting every second."""
     tmp = tmp_path_factory.mktemp("stack")
-    url, _ = fresh_database_url("sqlite", migrated_templates, tmp)
-    engine = make_engine(url)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    app_stack = make_stack(engine, tmp / "data")
-    app_stack.client.app.state.settings.public_url = base  # type: ignore[attr-defined]
-    server = uvicorn.Server(
-        uvicorn.Config(app_stack.client.app, host="127.0.0.1", port=port, log_level="warning")
-    )
-    server_thread = threading.Thread(target=server.run, daemon=True)
-    server_thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    with transaction(make_session_factory(engine)) as session:
-        _, key = agents.create_agent(session, "local", "local")
-    settings = AgentSettings(
-        server_url=base,
-        key=SecretStr(key),
-        kubeconfig=local_cluster.kubeconfig_path,
-        prefect_api_url=prefect_server.api_url,
-        data_dir=tmp / "agent",
-        poll_seconds=0.2,
-        lease_seconds=30,
-        status_seconds=1,
-    )
-    loop = asyncio.new_event_loop()
-    stop = asyncio.Event()
-    agent_thread = threading.Thread(
-        target=loop.run_until_complete, args=(Agent(settings).run(stop),), daemon=True
-    )
-    agent_thread.start()
-    http = httpx.Client(base_url=base, timeout=30)
-    token = http.post("/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD}).json()[
-        "token"
-    ]
-    http.headers["Authorization"] = f"Bearer {token}"
-    kube = Client(KubeConfig.from_file(local_cluster.kubeconfig_path), field_manager="tests")
-    yield Stack(url=base, http=http, kube=kube, tmp=tmp)
-    loop.call_soon_threadsafe(stop.set)
-    agent_thread.join(60)
-    server.should_exit = True
-    server_thread.join(10)
-    http.close()
-    kube.close()
-    engine.dispose()
+    with (
+        StyrminStack.start(
+            tmp / "styrmin",
+            [EXAMPLE_DRIVER / "catalog"],
+            agent_options={"lease_seconds": 30, "status_seconds": 1},
+        ) as whole,
+        httpx.Client(base_url=whole.url, timeout=30) as http,
+    ):
+        token = http.post(
+            "/api/v1/auth/login", json={"username": "admin", "password": whole.admin_password}
+        ).json()["token"]
+        http.headers["Authorization"] = f"Bearer {token}"
+        yield Stack(whole.url, http, whole.kube, tmp, whole.cluster, whole.prefect_api_url)
 
 
 @pytest.fixture

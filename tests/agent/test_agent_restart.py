@@ -14,23 +14,18 @@ from typing import Any
 import httpx
 import pytest
 
-from styrmin_backend.agent.prefect import LocalPrefectServer
-from styrmin_localcluster import LocalCluster
-
 from .conftest import Stack, action
 
 pytestmark = pytest.mark.slow
 
 
-def start_agent(
-    stack: Stack, key: str, cluster: LocalCluster, prefect: LocalPrefectServer, data: Path
-) -> subprocess.Popen[bytes]:
+def start_agent(stack: Stack, key: str, data: Path) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "STYRMIN_AGENT_SERVER_URL": stack.url,
         "STYRMIN_AGENT_KEY": key,
-        "STYRMIN_AGENT_KUBECONFIG": str(cluster.kubeconfig_path),
-        "STYRMIN_AGENT_PREFECT_API_URL": prefect.api_url,
+        "STYRMIN_AGENT_KUBECONFIG": str(stack.cluster.kubeconfig_path),
+        "STYRMIN_AGENT_PREFECT_API_URL": stack.prefect_api_url,
         "STYRMIN_AGENT_DATA_DIR": str(data),
         "STYRMIN_AGENT_LEASE_SECONDS": "5",
         "STYRMIN_AGENT_POLL_SECONDS": "0.2",
@@ -40,12 +35,10 @@ def start_agent(
     )
 
 
-def test_killed_agent_leaves_no_task_running(
-    stack: Stack, local_cluster: LocalCluster, prefect_server: LocalPrefectServer, tmp_path: Path
-) -> None:
+def test_killed_agent_leaves_no_task_running(stack: Stack, tmp_path: Path) -> None:
     key = stack.http.post("/api/v1/agents", json={"name": "edge", "cluster": "edge"}).json()["key"]
     stack.push("8.1.0", [action("slow", "setup", "pre", "sleeps")])
-    first = start_agent(stack, key, local_cluster, prefect_server, tmp_path / "a")
+    first = start_agent(stack, key, tmp_path / "a")
     try:
         body = {
             "name": "restarted",
@@ -68,14 +61,14 @@ def test_killed_agent_leaves_no_task_running(
         time.sleep(0.5)
         os.killpg(first.pid, signal.SIGKILL)  # the agent and its action processes, as a crash would
         first.wait(10)
-        flow_runs = _flow_runs(prefect_server, "deployment:restarted")
+        flow_runs = _flow_runs(stack, "deployment:restarted")
         assert [run["state_type"] for run in flow_runs] == ["RUNNING"]
         # Restarted on the same data dir, the agent marks the run its predecessor left Crashed.
-        second = start_agent(stack, key, local_cluster, prefect_server, tmp_path / "a")
+        second = start_agent(stack, key, tmp_path / "a")
         try:
             task = stack.wait(task_id, timeout=90)
             deadline = time.monotonic() + 30
-            while _flow_runs(prefect_server, "deployment:restarted")[0]["state_type"] == "RUNNING":
+            while _flow_runs(stack, "deployment:restarted")[0]["state_type"] == "RUNNING":
                 assert time.monotonic() < deadline, "the orphaned flow run was not marked Crashed"
                 time.sleep(0.2)
         finally:
@@ -88,16 +81,16 @@ def test_killed_agent_leaves_no_task_running(
     assert task["error"].startswith("The agent stopped while it ran this task")
     assert [s["status"] for s in task["steps"]] == ["failed"]
     assert stack.http.get("/api/v1/deployments/restarted").json()["status"] == "failed"
-    (crashed,) = _flow_runs(prefect_server, "deployment:restarted")
+    (crashed,) = _flow_runs(stack, "deployment:restarted")
     assert crashed["state_type"] == "CRASHED"
     assert crashed["state"]["message"].startswith("The Styrmin agent that ran this action stopped")
     assert crashed["id"] == task["steps"][0]["flow_run_id"]
 
 
-def _flow_runs(prefect: LocalPrefectServer, tag: str) -> list[dict[str, Any]]:
+def _flow_runs(stack: Stack, tag: str) -> list[dict[str, Any]]:
     """The flow runs tagged ``tag``, read from the Prefect server's REST API."""
     response = httpx.post(
-        f"{prefect.api_url}/flow_runs/filter", json={"flow_runs": {"tags": {"all_": [tag]}}}
+        f"{stack.prefect_api_url}/flow_runs/filter", json={"flow_runs": {"tags": {"all_": [tag]}}}
     )
     response.raise_for_status()
     runs: list[dict[str, Any]] = response.json()

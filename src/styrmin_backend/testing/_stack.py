@@ -1,38 +1,33 @@
-"""The whole of Styrmin in one test process: server on loopback, local cluster, Prefect server, agent."""
+"""The whole of Styrmin in one test process: server on loopback, local cluster, Prefect server, agent.
+
+The stack is the one ``styrmin up`` runs (``styrmin_backend.local``), on a free port with a random
+admin password, driven through the Python SDK.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import shutil
 import socket
 import tempfile
-import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import uvicorn
 import yaml
 from lightkube import Client as KubeClient
 from lightkube import KubeConfig
 from pydantic import SecretStr
 
 import styrmin
-from styrmin_backend.agent.loop import Agent
-from styrmin_backend.agent.prefect import LocalPrefectServer
-from styrmin_backend.agent.settings import AgentSettings
-from styrmin_backend.api import create_app
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.drivers import SPEC_FILE_NAME
-from styrmin_backend.services import agents
-from styrmin_backend.services.users import ensure_admin
+from styrmin_backend.local import LocalStyrmin, run_locally
 from styrmin_backend.settings import Settings
-from styrmin_backend.store.db import make_engine, make_session_factory, transaction
-from styrmin_backend.store.migrate import upgrade_database
-from styrmin_localcluster import LocalCluster
+
+if TYPE_CHECKING:
+    from styrmin_localcluster import LocalCluster
 
 DEFAULT_TIMEOUT_SECONDS = 300.0
 """How long the harness waits for a task by default."""
@@ -50,87 +45,56 @@ class StyrminStack:
 
     ``client`` is a ``styrmin.Client`` signed in as admin, ``kube`` a lightkube client of the local
     cluster, ``cluster`` the local cluster itself (its ``data_dir`` holds what pods write), ``url`` the
-    server's and ``prefect_ui_url`` the Prefect UI's address.
+    server's, ``prefect_ui_url`` and ``prefect_api_url`` the Prefect server's addresses, and
+    ``admin_password`` the admin's (random) password.
     Start it with :meth:`start` (a context manager) or the ``styrmin_stack`` pytest fixture.
     """
 
     def __init__(
-        self, client: styrmin.Client, kube: KubeClient, cluster: LocalCluster, url: str, prefect_ui_url: str
+        self, client: styrmin.Client, kube: KubeClient, local: LocalStyrmin, admin_password: str
     ) -> None:
         self.client = client
         self.kube = kube
-        self.cluster = cluster
-        self.url = url
-        self.prefect_ui_url = prefect_ui_url
+        self.cluster: LocalCluster = local.cluster
+        self.url = local.url
+        self.prefect_ui_url = local.prefect.url
+        self.prefect_api_url = local.prefect.api_url
+        self.admin_password = admin_password
 
     @classmethod
     @contextmanager
-    def start(cls, work_dir: Path, catalogs: Sequence[Path] = ()) -> Iterator[StyrminStack]:
+    def start(
+        cls,
+        work_dir: Path,
+        catalogs: Sequence[Path] = (),
+        *,
+        agent_options: Mapping[str, Any] | None = None,
+    ) -> Iterator[StyrminStack]:
         """Start everything under ``work_dir``; image catalogs ``catalogs`` say how pods run locally.
 
-        Stops it all on exit. Takes a few seconds: share one per test session.
+        ``agent_options`` sets agent settings (``lease_seconds``, ``status_seconds``, ...). Stops it
+        all on exit. Takes a few seconds: share one per test session.
         """
         work_dir = Path(work_dir)
-        work_dir.mkdir(parents=True, exist_ok=True)
+        password = secrets.token_urlsafe(16)
+        port = _free_port()
+        settings = Settings(
+            data_dir=work_dir,
+            port=port,
+            admin_password=SecretStr(password),
+            log_level="WARNING",
+        )
+        options = {"poll_seconds": 0.2, **(agent_options or {})}
         with ExitStack() as stack:
-            cluster = stack.enter_context(LocalCluster(work_dir / "cluster", [Path(c) for c in catalogs]))
-            prefect = LocalPrefectServer(work_dir / "prefect")
-            prefect.start()
-            stack.callback(prefect.stop)
-            password = secrets.token_urlsafe(16)
-            port = _free_port()
-            url = f"http://127.0.0.1:{port}"
-            settings = Settings(
-                data_dir=work_dir / "server",
-                port=port,
-                public_url=url,
-                admin_password=SecretStr(password),
-                log_level="WARNING",
-                prefect_ui_url=prefect.url,
-            )
-            settings.data_dir.mkdir(parents=True, exist_ok=True)
-            engine = make_engine(settings.effective_database_url)
-            stack.callback(engine.dispose)
-            upgrade_database(engine)
-            with transaction(make_session_factory(engine)) as session:
-                ensure_admin(session, password, settings.data_dir)
-                _, key = agents.create_agent(session, "local", "local")
-            server = uvicorn.Server(
-                uvicorn.Config(create_app(settings, engine), host="127.0.0.1", port=port, log_level="warning")
-            )
-            server_thread = threading.Thread(target=server.run, name="styrmin-server", daemon=True)
-            server_thread.start()
-            stack.callback(server_thread.join, 10)
-            stack.callback(setattr, server, "should_exit", True)
-            while not server.started:
-                if not server_thread.is_alive():
-                    raise RuntimeError(f"The Styrmin server did not start on {url}; see the log above.")
-                time.sleep(0.05)
-            agent_settings = AgentSettings(
-                server_url=url,
-                key=SecretStr(key),
-                kubeconfig=cluster.kubeconfig_path,
-                prefect_api_url=prefect.api_url,
-                data_dir=work_dir / "agent",
-                poll_seconds=0.2,
-            )
-            loop = asyncio.new_event_loop()
-            stop = asyncio.Event()
-            agent_thread = threading.Thread(
-                target=loop.run_until_complete,
-                args=(Agent(agent_settings).run(stop),),
-                name="styrmin-agent",
-                daemon=True,
-            )
-            agent_thread.start()
-            stack.callback(agent_thread.join, 60)
-            stack.callback(loop.call_soon_threadsafe, stop.set)
-            client = styrmin.Client(url=url, token="")
+            local = stack.enter_context(run_locally(settings, catalogs=catalogs, agent_options=options))
+            client = styrmin.Client(url=local.url, token="")
             client.login("admin", password)
             stack.callback(client.close)
-            kube = KubeClient(KubeConfig.from_file(cluster.kubeconfig_path), field_manager="styrmin-tests")
+            kube = KubeClient(
+                KubeConfig.from_file(local.cluster.kubeconfig_path), field_manager="styrmin-tests"
+            )
             stack.callback(kube.close)
-            yield cls(client, kube, cluster, url, prefect.url)
+            yield cls(client, kube, local, password)
 
     # --- what an operator does ------------------------------------------------------------------
 

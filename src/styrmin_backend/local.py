@@ -1,0 +1,160 @@
+"""Styrmin on one machine: the embedded local cluster, a local Prefect server, the server and an agent.
+
+``styrmin up`` and the driver author's test harness both start Styrmin through :func:`run_locally`.
+This is the one module of styrmin_backend that imports styrmin_localcluster: everything else,
+the agent included, reaches the cluster only through the kubeconfig the local cluster writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+from pydantic import SecretStr
+
+from styrmin_backend.agent.loop import Agent
+from styrmin_backend.agent.prefect import LocalPrefectServer
+from styrmin_backend.agent.settings import AgentSettings
+from styrmin_backend.api import create_app
+from styrmin_backend.bootstrap import Prepared, prepare_database
+from styrmin_backend.services import agents
+from styrmin_backend.settings import Settings
+from styrmin_backend.store.db import make_session_factory, transaction
+from styrmin_localcluster import LocalCluster
+
+LOCAL_CLUSTER = "local"
+"""The cluster name of the embedded cluster, and of the agent that serves it."""
+
+
+@dataclass(frozen=True)
+class LocalStyrmin:
+    """A running Styrmin on this machine and where to reach its parts."""
+
+    url: str
+    """The server's URL (web UI and API)."""
+    prepared: Prepared
+    """The migrated database and, on its first start, the admin that was made."""
+    cluster: LocalCluster
+    """The embedded cluster: ``kubeconfig_path`` to reach it, ``data_dir`` for what its pods write."""
+    prefect: LocalPrefectServer
+    """The Prefect server the actions run on; its UI is at ``prefect.url``."""
+    serving: _Serving
+
+    @property
+    def alive(self) -> bool:
+        """True while the server and the agent run."""
+        return self.serving.alive
+
+
+class _Serving:
+    """The server (uvicorn) and the agent on one event loop, in a thread of their own."""
+
+    def __init__(self, app: FastAPI, settings: Settings, agent_settings: AgentSettings) -> None:
+        self.url = settings.effective_public_url
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=settings.host,
+                port=settings.port,
+                log_level=settings.log_level.lower(),
+                access_log=False,  # the agent polls all the time: access lines would drown the rest
+            )
+        )
+        self._agent = Agent(agent_settings)
+        self._stop = asyncio.Event()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_until_complete, args=(self._main(),), name="styrmin", daemon=True
+        )
+
+    async def _main(self) -> None:
+        agent = asyncio.create_task(self._agent.run(self._stop))
+        try:
+            await self._server.serve()  # in a thread uvicorn leaves the signals to the main thread
+        finally:
+            self._stop.set()
+            await agent
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start serving; returns once the server accepts requests."""
+        self._thread.start()
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError(f"The Styrmin server did not start on {self.url}; see the log above.")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the server, then the agent once its running tasks have ended."""
+        self._server.should_exit = True
+        self._thread.join(60)
+
+
+@contextmanager
+def run_locally(
+    settings: Settings,
+    *,
+    catalogs: Sequence[Path] = (),
+    keep_cluster_state: bool = False,
+    prefect_port: int = 0,
+    agent_options: Mapping[str, Any] | None = None,
+    prepared: Prepared | None = None,
+) -> Iterator[LocalStyrmin]:
+    """Start everything in ``settings.data_dir`` (``cluster/``, ``prefect/``, ``agent/``, the database).
+
+    Args:
+        settings: the server's settings; ``prefect_ui_url`` and, when unset, ``public_url`` are
+            filled in here.
+        catalogs: image catalog folders: how the local cluster runs each image (see docs/localcluster.md).
+        keep_cluster_state: keep the cluster's objects across restarts (``styrmin up``), in
+            ``cluster/state.json``.
+        prefect_port: the Prefect server's port; 0 picks a free one.
+        agent_options: agent settings besides its server, key, kubeconfig, Prefect and data dir
+            (``poll_seconds``, ``lease_seconds``, ...).
+        prepared: the database, when the caller prepared it already (see ``bootstrap``).
+
+    Stops it all on exit: the server, then the agent, Prefect and the cluster.
+    """
+    data = settings.data_dir
+    data.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        cluster = stack.enter_context(
+            LocalCluster(
+                data / "cluster",
+                [Path(c) for c in catalogs],
+                state_file=data / "cluster" / "state.json" if keep_cluster_state else None,
+            )
+        )
+        prefect = LocalPrefectServer(data / "prefect", port=prefect_port)
+        prefect.start()
+        stack.callback(prefect.stop)
+        settings.prefect_ui_url = prefect.url
+        settings.public_url = settings.effective_public_url
+        if prepared is None:
+            prepared = prepare_database(settings)
+            stack.callback(prepared.engine.dispose)
+        with transaction(make_session_factory(prepared.engine)) as session:
+            key = agents.rotate_agent_key(session, "local", LOCAL_CLUSTER)
+        agent_settings = AgentSettings(
+            server_url=settings.effective_public_url,
+            key=SecretStr(key),
+            kubeconfig=cluster.kubeconfig_path,
+            prefect_api_url=prefect.api_url,
+            data_dir=data / "agent",
+            **dict(agent_options or {}),
+        )
+        serving = _Serving(create_app(settings, prepared.engine), settings, agent_settings)
+        serving.start()
+        stack.callback(serving.stop)
+        yield LocalStyrmin(settings.effective_public_url, prepared, cluster, prefect, serving)
