@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request, Response
+from fastapi import Depends, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
@@ -141,6 +141,10 @@ def check_form(request: Request, form: FormData, viewer: Viewer, needed: Role) -
 async def read_form(request: Request) -> FormData:
     """The posted form (a dependency, so that handlers can stay synchronous)."""
     return await request.form()
+
+
+Form = Annotated[FormData, Depends(read_form)]
+"""A form endpoint's parameter: the posted form."""
 
 
 def text(form: FormData, name: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from styrmin_backend.web.routes import router
+from styrmin_backend.web.pages import router
 
 STATIC_PATH = "/static"
 """Where the stylesheet and htmx are served."""

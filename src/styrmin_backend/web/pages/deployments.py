@@ -1,4 +1,4 @@
-"""The pages and form endpoints of the web UI; pages call the services in this process."""
+"""The deployments list, creating a deployment, the deployment page and its changes."""
 
 from __future__ import annotations
 
@@ -6,36 +6,29 @@ import hashlib
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup, escape
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
-from styrmin_backend.api.deps import CSRF_COOKIE, SESSION_COOKIE
-from styrmin_backend.api.routes.auth import set_session_cookies
-from styrmin_backend.domain.errors import DomainError, NotAuthenticated, NotFound
+from styrmin_backend.domain.errors import DomainError, NotFound
 from styrmin_backend.domain.roles import Role
-from styrmin_backend.domain.users import ACTIONS_USERNAME
-from styrmin_backend.services import auth, changes, tasks, users
+from styrmin_backend.services import changes, tasks
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.store.models import DeploymentRow
 from styrmin_backend.web import _views
 from styrmin_backend.web._common import (
     CSRF_FIELD,
-    LOGIN_CSRF_COOKIE,
+    Form,
     Viewer,
     WebForbidden,
     WebRoute,
     check_form,
     dry_run,
-    new_login_csrf,
     prefect_ui_url,
-    read_form,
     render,
-    safe_next,
     see_other,
-    status_of,
     templates,
     text,
     unit,
@@ -50,11 +43,10 @@ from styrmin_backend.web._forms import (
     read_configuration,
 )
 
+router = APIRouter(route_class=WebRoute, include_in_schema=False)
+
 HTMX_STOP_POLLING = 286
 """The status with which a polled fragment tells htmx to stop polling."""
-
-router = APIRouter(route_class=WebRoute, include_in_schema=False)
-Form = Annotated[FormData, Depends(read_form)]
 
 # Where a service's error field goes on the UI's forms.
 _CREATE_FIELDS = {
@@ -66,86 +58,7 @@ _CREATE_FIELDS = {
     "configuration.values": "values",
 }
 _UPGRADE_FIELDS = {"app_version": "app_version", "driver_version": "driver_version"}
-_USER_FIELDS = {"username": "username", "password": "password", "role": "role"}
-_NOTICES = {
-    "unchanged": "The deployment already runs these versions, so no task was started.",
-    "password": "The password was set.",
-}
-
-
-# --- signing in ---------------------------------------------------------------------------------
-
-
-@router.get("/")
-def home() -> Response:
-    return see_other("/deployments")
-
-
-@router.get("/login")
-def login_page(request: Request, next: str = "/") -> Response:
-    token = new_login_csrf()
-    response = render(
-        request, "login.html", None, login_csrf=token, next=safe_next(next), errors=FormErrors()
-    )
-    _set_login_csrf(request, response, token)
-    return response
-
-
-@router.post("/login")
-def login(request: Request, form: Form) -> Response:
-    sent, expected = text(form, CSRF_FIELD), request.cookies.get(LOGIN_CSRF_COOKIE, "")
-    username, target = text(form, "username").strip(), safe_next(text(form, "next") or "/")
-    errors = FormErrors()
-    if not expected or sent != expected:
-        errors.add(None, "The login form expired; log in again.")
-    else:
-        try:
-            with unit(request) as session:
-                user = auth.login(session, username, text(form, "password"))
-                settings = request.app.state.settings
-                issued = auth.issue_token(
-                    session, user, auth.TokenKind.SESSION, settings.session_lifetime, name="web session"
-                )
-        except NotAuthenticated as error:
-            errors.add(error.field if error.field in ("username", "password") else None, error.message)
-        else:
-            redirect = see_other(target)
-            set_session_cookies(redirect, issued.token, settings)
-            redirect.delete_cookie(LOGIN_CSRF_COOKIE, path="/login")
-            return redirect
-    token = new_login_csrf()
-    response = render(
-        request, "login.html", None, 401, login_csrf=token, next=target, errors=errors, username=username
-    )
-    _set_login_csrf(request, response, token)
-    return response
-
-
-def _set_login_csrf(request: Request, response: Response, token: str) -> None:
-    response.set_cookie(
-        LOGIN_CSRF_COOKIE,
-        token,
-        httponly=True,
-        samesite="strict",
-        secure=request.app.state.settings.secure_cookies,
-        path="/login",
-        max_age=3600,
-    )
-
-
-@router.post("/logout")
-def logout(request: Request, form: Form) -> Response:
-    with unit(request) as session:
-        viewer = viewer_of(request, session)
-        check_form(request, form, viewer, Role.READ_ONLY)
-        auth.revoke_token(session, viewer.principal.token_id, by=viewer.principal)
-    response = see_other("/login")
-    response.delete_cookie(SESSION_COOKIE, path="/")
-    response.delete_cookie(CSRF_COOKIE, path="/")
-    return response
-
-
-# --- deployments ---------------------------------------------------------------------------------
+_NOTICES = {"unchanged": "The deployment already runs these versions, so no task was started."}
 
 
 @router.get("/deployments")
@@ -623,126 +536,3 @@ def delete(request: Request, name: str, form: Form) -> Response:
         cancel=f"/deployments/{name}",
         danger=True,
     )
-
-
-# --- tasks -----------------------------------------------------------------------------------------
-
-
-@router.get("/tasks/{task_id}")
-def task_page(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)]) -> HTMLResponse:
-    with unit(request) as session:
-        viewer = viewer_of(request, session)
-        view = _views.load_task_view(session, task_id, prefect_ui_url(request))
-        return render(request, "task.html", viewer, view=view)
-
-
-@router.get("/tasks/{task_id}/live")
-def task_live(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)]) -> HTMLResponse:
-    """The task's status and steps, polled by the page while the task runs."""
-    with unit(request) as session:
-        viewer = viewer_of(request, session)
-        view = _views.load_task_view(session, task_id, prefect_ui_url(request))
-        return render(request, "_task_live.html", viewer, view=view)
-
-
-# --- users ----------------------------------------------------------------------------------------
-
-
-def _render_users(
-    request: Request,
-    viewer: Viewer,
-    session: Session,
-    errors: FormErrors,
-    fields: dict[str, str],
-    status_code: int = 200,
-    notice: str = "",
-) -> HTMLResponse:
-    return render(
-        request,
-        "users.html",
-        viewer,
-        status_code,
-        users=users.list_users(session),
-        roles=list(Role),
-        errors=errors,
-        fields=fields,
-        notice=notice,
-        actions_username=ACTIONS_USERNAME,
-    )
-
-
-@router.get("/users")
-def users_page(request: Request, notice: str = "") -> HTMLResponse:
-    with unit(request) as session:
-        viewer = viewer_of(request, session)
-        return _render_users(request, viewer, session, FormErrors(), {}, notice=_NOTICES.get(notice, ""))
-
-
-@router.post("/users")
-def create_user(request: Request, form: Form) -> Response:
-    fields = {"username": text(form, "username").strip(), "role": text(form, "role")}
-    errors = FormErrors()
-    with unit(request) as session:
-        viewer = viewer_of(request, session)
-        check_form(request, form, viewer, Role.ADMIN)
-        try:
-            users.create_user(session, fields["username"], Role(fields["role"]), text(form, "password"))
-        except ValueError:
-            errors.add("role", "Choose a role.")
-        except DomainError as error:
-            place_error(error, errors, _USER_FIELDS)
-        if errors:
-            session.rollback()
-            return _render_users(request, viewer, session, errors, fields, 422)
-    return see_other("/users")
-
-
-def _user_change(request: Request, form: FormData, change: Any) -> Response:
-    errors = FormErrors()
-    with unit(request) as session:
-        viewer = viewer_of(request, session)
-        check_form(request, form, viewer, Role.ADMIN)
-        try:
-            change(session, viewer)
-        except DomainError as error:
-            session.rollback()
-            errors.add(None, error.message)
-            return _render_users(request, viewer, session, errors, {}, status_of(error))
-    return see_other("/users")
-
-
-@router.post("/users/{username}/role")
-def change_role(request: Request, username: str, form: Form) -> Response:
-    try:
-        role = Role(text(form, "role"))
-    except ValueError:
-        role = None
-    return _user_change(request, form, lambda s, v: users.update_user(s, username, by=v.principal, role=role))
-
-
-@router.post("/users/{username}/active")
-def change_active(request: Request, username: str, form: Form) -> Response:
-    active = text(form, "active") == "yes"
-    return _user_change(
-        request, form, lambda s, v: users.update_user(s, username, by=v.principal, is_active=active)
-    )
-
-
-@router.post("/users/{username}/password")
-def set_password(request: Request, username: str, form: Form) -> Response:
-    response = _user_change(
-        request, form, lambda s, _v: users.set_password(s, username, text(form, "password"))
-    )
-    if response.status_code == 303:
-        return see_other("/users?notice=password")
-    return response
-
-
-# --- drivers --------------------------------------------------------------------------------------
-
-
-@router.get("/drivers")
-def drivers_page(request: Request) -> HTMLResponse:
-    with unit(request) as session:
-        viewer = viewer_of(request, session)
-        return render(request, "drivers.html", viewer, drivers=_views.driver_views(session))
