@@ -159,7 +159,7 @@ def test_read_only_user_finds_no_mutating_control_and_is_refused_anyway(
     progress.finish_create(progress.create("readonly"))
     page = new_page()
     log_in(page, "reader")
-    for path in ("/deployments", "/deployments/readonly", "/users", "/drivers", "/tasks/1"):
+    for path in ("/deployments", "/deployments/readonly", "/users", "/drivers", "/tasks/1", "/agents"):
         page.goto(path)
         buttons = [b.strip() for b in page.get_by_role("button").all_inner_texts()]
         assert buttons == ["Log out"], (path, buttons)
@@ -230,7 +230,7 @@ def test_every_control_is_labelled_and_reachable_by_keyboard(new_page: Any, live
     page.wait_for_url(re.compile(r"/deployments$"))
     page.keyboard.press("Tab")
     expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
-    for path in ("/deployments", "/new-deployment", "/deployments/keyboard", "/users", "/drivers"):
+    for path in ("/deployments", "/new-deployment", "/deployments/keyboard", "/users", "/drivers", "/agents"):
         page.goto(path)
         unlabelled = page.evaluate(
             """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
@@ -290,3 +290,21 @@ def test_an_opened_output_stays_open_while_the_task_updates(new_page: Any, live_
     progress.end(task_id, error="Step Run the upgrade pre-hook failed.")
     expect(page.locator(f"#task-live-{task_id}")).to_have_attribute("data-status", "failed")
     expect(output).to_be_visible()
+
+
+def test_an_admin_registers_an_agent_and_copies_its_key(new_page: Any, live_server: LiveServer) -> None:
+    page = new_page()
+    log_in(page, "admin", ADMIN_PASSWORD)
+    page.get_by_role("link", name="Agents").click()
+    page.get_by_label("Agent name").fill("eu-west-1")
+    page.get_by_label("Cluster").fill("eu-west")
+    page.get_by_role("button", name="Register agent").click()
+    key = page.get_by_label("Key of agent eu-west-1")
+    expect(key).to_contain_text("sta_")
+    expect(page.locator('tr[data-agent="eu-west-1"]')).to_contain_text("Never connected")
+    screenshot(page, "agents")
+    page.get_by_role("button", name="Revoke agent eu-west-1").click()
+    page.get_by_role("button", name="Revoke eu-west-1").click()
+    expect(page).to_have_url(re.compile(r"/agents$"))
+    expect(page.locator('tr[data-agent="eu-west-1"]')).to_contain_text("Revoked")
+    expect(page.get_by_label("Key of agent eu-west-1")).to_have_count(0)

@@ -85,9 +85,11 @@ class Viewer:
 class WebForbidden(Exception):
     """A form post the server refuses: no valid CSRF token, or a role that does not allow it."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, viewer: Viewer | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.viewer = viewer
+        """The signed-in user, so that the refusal page keeps the navigation."""
 
 
 @contextmanager
@@ -128,13 +130,19 @@ def check_form(request: Request, form: FormData, viewer: Viewer, needed: Role) -
     sent = form.get(CSRF_FIELD)
     if not isinstance(sent, str) or not hmac.compare_digest(sent, viewer.csrf_token):
         raise WebForbidden(
-            "The form has expired or did not come from this page; reload the page and try again."
+            "The form has expired or did not come from this page; reload the page and try again.", viewer
         )
+    check_role(viewer, needed)
+
+
+def check_role(viewer: Viewer, needed: Role) -> None:
+    """Refuse a page or form to a role below ``needed``, saying which role it needs."""
     if not role_allows(viewer.principal.role, needed):
         raise WebForbidden(
             f'You are signed in as "{viewer.principal.username}" with the role '
             f"{viewer.principal.role.label}; this needs {needed.label}. Ask an administrator to change "
-            "your role."
+            "your role.",
+            viewer,
         )
 
 
@@ -180,6 +188,35 @@ def render(
     )
     response.headers.update(_SECURITY_HEADERS)
     return response
+
+
+def confirm_page(
+    request: Request,
+    viewer: Viewer,
+    *,
+    title: str,
+    lines: list[str],
+    action: str,
+    hidden: dict[str, Any],
+    button: str,
+    cancel: str,
+    danger: bool = False,
+    section: str = "deployments",
+) -> HTMLResponse:
+    """The page asking to confirm a change: what it will do, and a button that posts ``hidden`` again."""
+    return render(
+        request,
+        "confirm.html",
+        viewer,
+        title=title,
+        lines=lines,
+        action=action,
+        hidden=hidden,
+        button=button,
+        cancel=cancel,
+        danger=danger,
+        section=section,
+    )
 
 
 def see_other(url: str) -> RedirectResponse:
@@ -228,7 +265,9 @@ class WebRoute(APIRoute):
             except NotAuthenticated:
                 return _login_redirect(request)
             except WebForbidden as error:
-                return render(request, "error.html", None, 403, title="Not allowed", message=error.message)
+                return render(
+                    request, "error.html", error.viewer, 403, title="Not allowed", message=error.message
+                )
             except DomainError as error:
                 status = status_of(error)
                 title = "Not found" if status == 404 else "The request was refused"

@@ -35,6 +35,7 @@ _ICONS = {
         "deleted": "■",
     },
     "component": {"ready": "✓", "not-ready": "◐", "stopped": "■", "unreported": "○"},
+    "agent": {"connected": "✓", "not-connected": "✗", "never-connected": "○", "revoked": "■"},
 }
 
 

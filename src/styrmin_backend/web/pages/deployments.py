@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse
@@ -25,6 +25,7 @@ from styrmin_backend.web._common import (
     WebForbidden,
     WebRoute,
     check_form,
+    confirm_page,
     dry_run,
     prefect_ui_url,
     render,
@@ -279,32 +280,6 @@ def history_fragment(request: Request, name: str) -> HTMLResponse:
         return render(request, "_history.html", viewer, name=name, history=history, before=None)
 
 
-def _confirm(
-    request: Request,
-    viewer: Viewer,
-    *,
-    title: str,
-    lines: list[str],
-    action: str,
-    hidden: dict[str, Any],
-    button: str,
-    cancel: str,
-    danger: bool = False,
-) -> HTMLResponse:
-    return render(
-        request,
-        "confirm.html",
-        viewer,
-        title=title,
-        lines=lines,
-        action=action,
-        hidden=hidden,
-        button=button,
-        cancel=cancel,
-        danger=danger,
-    )
-
-
 def _render_upgrade(
     request: Request,
     viewer: Viewer,
@@ -370,7 +345,7 @@ def upgrade(request: Request, name: str, form: Form) -> Response:
         revision = recorded.task.revision
     if confirmed:
         return see_other(f"/deployments/{name}")
-    return _confirm(
+    return confirm_page(
         request,
         viewer,
         title=f'Upgrade deployment "{name}"?',
@@ -454,7 +429,7 @@ def configure(request: Request, name: str, form: Form) -> Response:
         revision = recorded.task.revision if recorded.task else None
     if confirmed:
         return see_other(f"/deployments/{name}")
-    return _confirm(
+    return confirm_page(
         request,
         viewer,
         title=f'Change the configuration of "{name}"?',
@@ -487,7 +462,7 @@ def _set_running(request: Request, name: str, form: FormData, running: bool) -> 
         if running
         else "Its workload is scaled to zero until you start it again."
     )
-    return _confirm(
+    return confirm_page(
         request,
         viewer,
         title=f'{verb.capitalize()} component "{component}" of "{name}"?',
@@ -522,7 +497,7 @@ def delete(request: Request, name: str, form: Form) -> Response:
     with dry_run(request) as session:
         row = changes.get_deployment(session, name)
         namespace = row.namespace
-    return _confirm(
+    return confirm_page(
         request,
         viewer,
         title=f'Delete deployment "{name}"?',
