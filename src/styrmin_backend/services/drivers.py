@@ -9,7 +9,14 @@ from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound
-from styrmin_backend.drivers import DriverPackage, DriverReport, DriverSpec
+from styrmin_backend.drivers import (
+    DriverError,
+    DriverPackage,
+    DriverReport,
+    DriverSpec,
+    read_driver_archive,
+    validate_driver,
+)
 from styrmin_backend.store.models import DriverRow
 
 
@@ -76,6 +83,20 @@ def get_driver_info(session: Session, name: str, version: str) -> DriverInfo:
 def list_drivers(session: Session) -> list[DriverRow]:
     """Every stored driver version, by name then push order."""
     return list(session.scalars(select(DriverRow).order_by(DriverRow.name, DriverRow.id)))
+
+
+def check_archive(data: bytes) -> tuple[DriverPackage | None, DriverReport]:
+    """Read and validate a driver archive: the package (None when unreadable) and every problem found.
+
+    Slow (it renders the chart and imports the actions in a separate process) and touches no
+    database: call it before opening a transaction.
+    """
+    try:
+        package = read_driver_archive(data)
+    except DriverError:
+        # Report every problem, as `styrminctl drivers validate` would, not only the first.
+        return None, validate_driver(data)
+    return package, validate_driver(package)
 
 
 def push_driver(session: Session, package: DriverPackage, report: DriverReport, pushed_by: str) -> Pushed:

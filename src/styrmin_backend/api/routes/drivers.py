@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from styrmin_backend.api.deps import Db, Reader, Writer
 from styrmin_backend.api.errors import FieldError, error_response
 from styrmin_backend.api.schemas import DriverVersionOut
-from styrmin_backend.drivers import DriverError, DriverReport, read_driver_archive, validate_driver
+from styrmin_backend.drivers import DriverError, DriverReport, validate_driver
 from styrmin_backend.drivers.package import MAX_ARCHIVE_BYTES
 from styrmin_backend.services import drivers
 
@@ -91,13 +91,8 @@ async def push(
         data = await _archive(request)
     except DriverError:
         return _too_large()
-    try:
-        package = await run_in_threadpool(read_driver_archive, data)
-    except DriverError:
-        # Report every problem, as `styrminctl drivers validate` would, not only the spec's.
-        return _problems_response(await run_in_threadpool(validate_driver, data))
-    report = await run_in_threadpool(validate_driver, package)
-    if not report.valid:
+    package, report = await run_in_threadpool(drivers.check_archive, data)
+    if package is None or not report.valid:
         return _problems_response(report)
     pushed = await run_in_threadpool(drivers.push_driver, db, package, report, principal.username)
     if not pushed.created:
