@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _figures import percentile
+
 from styrmin_backend.actions import GlobalContext
 from styrmin_backend.agent.prefect import ActionRunner, LocalPrefectServer
 from styrmin_backend.domain.redaction import redact
@@ -57,14 +59,9 @@ CONTEXT = GlobalContext(
 ENV = {"STYRMIN_TOKEN": "sty_bench_token_0123456789abcdef", "STYRMIN_URL": "http://127.0.0.1:8080"}
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
 def _line(name: str, values: list[float], target: float | None = None, unit: str = "s") -> None:
     scale = 1000.0 if unit == "ms" else 1.0
-    text = f"{name}: p50 {statistics.median(values) * scale:.3f} {unit}, p99 {_percentile(values, 0.99) * scale:.3f} {unit}"
+    text = f"{name}: p50 {statistics.median(values) * scale:.3f} {unit}, p99 {percentile(values, 0.99) * scale:.3f} {unit}"
     if target is not None:
         text += f" (target <= {target:g} {unit})"
     print(text, flush=True)

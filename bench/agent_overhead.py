@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 
 import httpx
 import yaml
+from _figures import free_port
 
 from styrmin_backend.drivers import pack_driver_folder
 
@@ -40,13 +40,6 @@ from styrmin_backend.actions import GlobalContext
 async def empty(context: GlobalContext) -> None:
     return None
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def driver(tmp: Path, version: str, modes: list[str]) -> bytes:

@@ -9,6 +9,8 @@ import statistics
 import time
 from pathlib import Path
 
+from _figures import percentile
+
 from styrmin_backend.drivers import (
     DeploymentConfiguration,
     load_driver_spec,
@@ -18,11 +20,6 @@ from styrmin_backend.drivers import (
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "drivers" / "shop"
 RENDER_TARGET_SECONDS = 0.5
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def main() -> None:
@@ -42,7 +39,7 @@ def main() -> None:
         f"render_deployment p50 {statistics.median(renders) * 1000:.1f} ms (target <= {RENDER_TARGET_SECONDS * 1000:.0f} ms)"
     )
     print(
-        f"render_deployment p99 {_percentile(renders, 0.99) * 1000:.1f} ms (target <= {RENDER_TARGET_SECONDS * 1000:.0f} ms)"
+        f"render_deployment p99 {percentile(renders, 0.99) * 1000:.1f} ms (target <= {RENDER_TARGET_SECONDS * 1000:.0f} ms)"
     )
     validations = []
     for _ in range(3):

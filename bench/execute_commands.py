@@ -25,6 +25,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from _figures import percentile
 from lightkube.resources.core_v1 import Namespace
 
 from styrmin_backend.actions import GlobalContext, execute_commands
@@ -60,11 +61,6 @@ def context(name: str) -> GlobalContext:
         mode="core",
         api_url="http://127.0.0.1:9",
     )
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def overhead(rounds: int) -> list[float]:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 import yaml
+from _figures import percentile
 from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Pod
 
@@ -55,14 +56,9 @@ def http_client(kubeconfig: Path) -> httpx.Client:
     )
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
 def _line(figure: str, values: list[float], target: str = "") -> None:
     print(
-        f"{figure:<58} p50 {statistics.median(values) * 1000:7.1f} ms   p99 {_percentile(values, 0.99) * 1000:7.1f} ms"
+        f"{figure:<58} p50 {statistics.median(values) * 1000:7.1f} ms   p99 {percentile(values, 0.99) * 1000:7.1f} ms"
         + (f"   target {target}" if target else "")
     )
 

@@ -13,10 +13,7 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -24,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import psycopg
+from _figures import percentile, styrmin_server
 
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.migrate import upgrade_database
@@ -111,18 +109,6 @@ def load(dsn: str, tasks: int, steps_per_task: int) -> None:
         connection.execute("ANALYZE")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -142,7 +128,6 @@ def main() -> None:
         params.get("user", "postgres"),
     )
     url = f"postgresql+psycopg://{user}@{host}:{port}/{database}"
-    server = None
     try:
         engine = make_engine(url)
         upgrade_database(engine)
@@ -153,31 +138,12 @@ def main() -> None:
             f"loaded {args.tasks:,} tasks and {args.tasks * args.steps_per_task:,} steps in {time.perf_counter() - started:.1f} s"
         )
 
-        http_port = free_port()
         env = {
-            **os.environ,
             "STYRMIN_DATABASE_URL": url,
             "STYRMIN_ADMIN_PASSWORD": "bench-password",
             "STYRMIN_DATA_DIR": tempfile.mkdtemp(prefix="styrmin-bench-"),
-            "STYRMIN_LOG_LEVEL": "WARNING",
         }
-        server = subprocess.Popen(
-            [sys.executable, "-m", "styrmin_backend.cli", "server", "--port", str(http_port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        base = f"http://127.0.0.1:{http_port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        with httpx.Client(base_url=base) as client:
+        with styrmin_server(env) as base, httpx.Client(base_url=base) as client:
             token = client.post(
                 "/api/v1/auth/login", json={"username": "admin", "password": "bench-password"}
             ).json()["token"]
@@ -203,9 +169,6 @@ def main() -> None:
             f"GET /api/v1/tasks/{{id}} mean: {statistics.fmean(samples):.2f} ms, throughput: {args.requests / elapsed:.0f} req/s (one client)"
         )
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(10)
         with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 

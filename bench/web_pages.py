@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -27,6 +24,7 @@ from pathlib import Path
 
 import httpx
 import psycopg
+from _figures import percentile, styrmin_server
 
 from styrmin_backend.drivers import read_driver, validate_driver
 from styrmin_backend.services import auth, changes, drivers, workflow
@@ -111,46 +109,6 @@ def database(kind: str, folder: Path) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@contextmanager
-def server(url: str, data_dir: Path) -> Iterator[str]:
-    """``styrmin server`` on a free loopback port; yields its URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {
-        **os.environ,
-        "STYRMIN_DATABASE_URL": url,
-        "STYRMIN_DATA_DIR": str(data_dir),
-        "STYRMIN_LOG_LEVEL": "WARNING",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "styrmin_backend.cli", "server", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.2)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def timed(client: httpx.Client, path: str, rounds: int, expect: str) -> list[float]:
     """Milliseconds per GET of ``path`` after warm-up; each answer must contain ``expect``."""
     for _ in range(10):
@@ -183,7 +141,10 @@ def main() -> None:
         print(
             f"{args.database}: seeded {HISTORY_TASKS:,} tasks and a task of {STEPS} steps in {time.perf_counter() - started:.1f} s"
         )
-        with server(url, data_dir) as base, httpx.Client(base_url=base) as client:
+        with (
+            styrmin_server({"STYRMIN_DATABASE_URL": url, "STYRMIN_DATA_DIR": str(data_dir)}) as base,
+            httpx.Client(base_url=base) as client,
+        ):
             opened = client.post("/api/v1/auth/session", json={"username": "admin", "password": PASSWORD})
             opened.raise_for_status()
             pages = [

@@ -114,7 +114,7 @@ def create_page(request: Request, driver: str = "") -> HTMLResponse:
     with unit(request) as session:
         viewer = viewer_of(request, session)
         if not viewer.can_write:
-            raise WebForbidden(f"Creating a deployment needs {Role.READ_WRITE.label}.")
+            raise WebForbidden(f"Creating a deployment needs {Role.READ_WRITE.label}.", viewer)
         return _render_create(
             request, viewer, session, {"driver": driver, "namespace": "default"}, FormErrors()
         )
@@ -307,7 +307,7 @@ def upgrade_page(request: Request, name: str) -> HTMLResponse:
     with unit(request) as session:
         viewer = viewer_of(request, session)
         if not viewer.can_write:
-            raise WebForbidden(f"Upgrading a deployment needs {Role.READ_WRITE.label}.")
+            raise WebForbidden(f"Upgrading a deployment needs {Role.READ_WRITE.label}.", viewer)
         row = changes.get_deployment(session, name)
         fields = {"app_version": row.app_version, "driver_version": row.driver_version}
         return _render_upgrade(request, viewer, session, name, fields, FormErrors())
@@ -395,7 +395,9 @@ def configure_page(request: Request, name: str) -> HTMLResponse:
     with unit(request) as session:
         viewer = viewer_of(request, session)
         if not viewer.can_write:
-            raise WebForbidden(f"Changing a deployment's configuration needs {Role.READ_WRITE.label}.")
+            raise WebForbidden(
+                f"Changing a deployment's configuration needs {Role.READ_WRITE.label}.", viewer
+            )
         row = changes.get_deployment(session, name)
         fields = configuration_fields(
             Configuration.from_json(row.configuration), _components_of(session, name)
