@@ -78,6 +78,7 @@ class AsyncClient:
         self.deployments = AsyncDeployments(self)
         self.tasks = AsyncTasks(self)
         self.users = AsyncUsers(self)
+        self.steps = AsyncSteps(self)
 
     def __repr__(self) -> str:
         return f"AsyncClient(url={self.url!r}, token={'set' if self.token else None})"
@@ -358,3 +359,22 @@ __all__ = [
     "AsyncTasks",
     "AsyncUsers",
 ]
+
+
+class AsyncSteps:
+    """The steps of the running task, for actions (a ``styrmin-actions`` token of that task only).
+
+    Styrmin's primitives use these to leave notes and a failed command's output on their hook step;
+    the server redacts both and refuses steps of other tasks.
+    """
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def add_note(self, step_id: int, note: str) -> None:
+        """Add a line to the step's notes."""
+        await self._client.send(calls.add_step_note(step_id, note))
+
+    async def store_output(self, step_id: int, tail: str, *, truncated: bool) -> None:
+        """Store the kept end of a failed command's output on the step (``truncated``: its start was cut)."""
+        await self._client.send(calls.store_step_output(step_id, tail, truncated))

@@ -270,3 +270,15 @@ def set_password(username: str, password: str) -> Call[User]:
 
 def reset_password(username: str) -> Call[PasswordReset]:
     return Call("POST", f"/users/{_seg(username)}/password/reset", model(PasswordReset))
+
+
+# --- steps (for actions) -----------------------------------------------------------------------
+
+
+def add_step_note(step_id: int, note: str) -> Call[None]:
+    return Call("POST", f"/agent/steps/{_seg(step_id)}/notes", no_content, json={"note": note})
+
+
+def store_step_output(step_id: int, tail: str, truncated: bool) -> Call[None]:
+    body = {"output_tail": tail, "output_truncated": truncated}
+    return Call("PUT", f"/agent/steps/{_seg(step_id)}/output", no_content, json=body)

@@ -82,6 +82,7 @@ class Client:
         self.deployments = Deployments(self)
         self.tasks = Tasks(self)
         self.users = Users(self)
+        self.steps = Steps(self)
 
     def __repr__(self) -> str:
         return f"Client(url={self.url!r}, token={'set' if self.token else None})"
@@ -350,3 +351,22 @@ class Users:
 
 
 __all__ = ["Client", "Deployments", "Drivers", "ProgressCallback", "Tasks", "Users"]
+
+
+class Steps:
+    """The steps of the running task, for actions (a ``styrmin-actions`` token of that task only).
+
+    Styrmin's primitives use these to leave notes and a failed command's output on their hook step;
+    the server redacts both and refuses steps of other tasks.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def add_note(self, step_id: int, note: str) -> None:
+        """Add a line to the step's notes."""
+        self._client.send(calls.add_step_note(step_id, note))
+
+    def store_output(self, step_id: int, tail: str, *, truncated: bool) -> None:
+        """Store the kept end of a failed command's output on the step (``truncated``: its start was cut)."""
+        self._client.send(calls.store_step_output(step_id, tail, truncated))

@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import styrmin
-from styrmin._http import Call, no_content
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError
 from styrmin_backend.domain.users import ACTIONS_USERNAME
@@ -63,13 +62,12 @@ async def styrmin_client(context: GlobalContext, doing: str) -> AsyncIterator[st
 
 async def add_step_note(client: styrmin.AsyncClient, step_id: int, note: str) -> None:
     """Add a line to the hook step's notes (the server redacts it)."""
-    await client.send(Call("POST", f"/agent/steps/{step_id}/notes", no_content, json={"note": note}))
+    await client.steps.add_note(step_id, note)
 
 
 async def store_step_output(client: styrmin.AsyncClient, step_id: int, tail: str, truncated: bool) -> None:
     """Store the kept end of a failed command's output on the hook step."""
-    body = {"output_tail": tail, "output_truncated": truncated}
-    await client.send(Call("PUT", f"/agent/steps/{step_id}/output", no_content, json=body))
+    await client.steps.store_output(step_id, tail, truncated=truncated)
 
 
 _specs: dict[tuple[str, str, str], DriverSpec] = {}
