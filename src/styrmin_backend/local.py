@@ -53,9 +53,16 @@ class LocalStyrmin:
         """True while the server and the agent run."""
         return self.serving.alive
 
+    def wait_until_warm(self, timeout: float) -> bool:
+        """Wait until the agent's action processes are all started, so that actions start at once."""
+        return self.serving.agent.warm.wait(timeout)
+
 
 class _Serving:
-    """The server (uvicorn) and the agent on one event loop, in a thread of their own."""
+    """The server (uvicorn) and the agent, each on an event loop in a thread of its own.
+
+    Apart, so that nothing the agent does on its loop ever delays an answer of the server.
+    """
 
     def __init__(self, app: FastAPI, settings: Settings, agent_settings: AgentSettings) -> None:
         self.url = settings.effective_public_url
@@ -68,37 +75,38 @@ class _Serving:
                 access_log=False,  # the agent polls all the time: access lines would drown the rest
             )
         )
-        self._agent = Agent(agent_settings)
+        self.agent = Agent(agent_settings)
+        self._agent_loop = asyncio.new_event_loop()
         self._stop = asyncio.Event()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_until_complete, args=(self._main(),), name="styrmin", daemon=True
+        # In a thread, uvicorn leaves the signals to the main thread.
+        self._server_thread = threading.Thread(target=self._server.run, name="styrmin-server", daemon=True)
+        self._agent_thread = threading.Thread(
+            target=self._agent_loop.run_until_complete,
+            args=(self.agent.run(self._stop),),
+            name="styrmin-agent",
+            daemon=True,
         )
-
-    async def _main(self) -> None:
-        agent = asyncio.create_task(self._agent.run(self._stop))
-        try:
-            await self._server.serve()  # in a thread uvicorn leaves the signals to the main thread
-        finally:
-            self._stop.set()
-            await agent
 
     @property
     def alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._server_thread.is_alive() and self._agent_thread.is_alive()
 
     def start(self) -> None:
-        """Start serving; returns once the server accepts requests."""
-        self._thread.start()
+        """Start serving; returns once the server accepts requests (the agent starts beside it)."""
+        self._server_thread.start()
         while not self._server.started:
-            if not self._thread.is_alive():
+            if not self._server_thread.is_alive():
                 raise RuntimeError(f"The Styrmin server did not start on {self.url}; see the log above.")
             time.sleep(0.05)
+        self._agent_thread.start()
 
     def stop(self) -> None:
-        """Stop the server, then the agent once its running tasks have ended."""
+        """Stop the agent once its running tasks have ended, then the server."""
+        if self._agent_thread.is_alive():
+            self._agent_loop.call_soon_threadsafe(self._stop.set)
+            self._agent_thread.join(60)
         self._server.should_exit = True
-        self._thread.join(60)
+        self._server_thread.join(30)
 
 
 @contextmanager

@@ -347,3 +347,24 @@ def test_components_show_the_images_the_cluster_still_runs_during_an_upgrade(web
     assert "The cluster runs: <code>example.com/shop/server:1.0.0</code>" in server.group(0)
     assert "example.com/shop/server:1.1.0" in server.group(0)  # what Styrmin applies
     assert "The cluster runs" not in worker.group(0)
+
+
+def test_the_deployments_list_polls_and_is_answered_only_when_it_changed(web: Stack) -> None:
+    progress = Progress(web)
+    task_id = progress.create("listed")
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    page = web.client.get("/deployments").text
+    seen = re.search(r'hx-get="/deployments\?seen=([0-9a-f]+)"', page)
+    assert seen, page
+    poll = {"HX-Request": "true"}
+
+    assert web.client.get(f"/deployments?seen={seen.group(1)}", headers=poll).status_code == 204
+    progress.finish_create(task_id)
+    changed = web.client.get(f"/deployments?seen={seen.group(1)}", headers=poll)
+
+    assert changed.status_code == 200
+    assert changed.text.lstrip().startswith('<div id="deployments-list"')  # the table alone, not the page
+    row = re.search(r"<tr>\s*<th scope=\"row\"><a href=\"/deployments/listed\">.*?</tr>", changed.text, re.S)
+    assert row and "Succeeded" in row.group(0)
+    # The same address without htmx is the whole page.
+    assert "<html" in web.client.get(f"/deployments?seen={seen.group(1)}").text

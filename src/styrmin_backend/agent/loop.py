@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import threading
 import uuid
 from pathlib import Path
 
@@ -63,6 +64,8 @@ class Agent:
         self._running: dict[int, asyncio.Task[None]] = {}
         self._known: dict[str, ClaimedTask] = {}
         """The latest task of each deployment this agent ran, to report its components between tasks."""
+        self.warm = threading.Event()
+        """Set once the agent serves and its action processes are all started (from any thread)."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and run tasks until ``stop`` is set; then let the running ones end."""
@@ -82,6 +85,7 @@ class Agent:
             if previous:
                 await _crash_orphaned_runs(runner, previous)
             log.info("Agent serving; Prefect at %s", runner.api_url)
+            warming = asyncio.create_task(self._warm_up(runner))
             reporting = asyncio.create_task(self._report_periodically(parts, stop))
             while not stop.is_set():
                 claimed, idle = None, True
@@ -102,10 +106,15 @@ class Agent:
             if self._running:
                 await asyncio.gather(*self._running.values(), return_exceptions=True)
             await reporting
+            warming.cancel()
         finally:
             await runner.close()
             await cluster.close()
             await api.close()
+
+    async def _warm_up(self, runner: ActionRunner) -> None:
+        await runner.wait_until_ready()
+        self.warm.set()
 
     async def _reconcile(self, parts: AgentParts, claimed: ClaimedTask) -> None:
         renewing = asyncio.create_task(self._renew(parts.api, claimed.task_id))

@@ -87,7 +87,10 @@ class StyrminStack:
         options = {"poll_seconds": 0.2, **(agent_options or {})}
         with ExitStack() as stack:
             local = stack.enter_context(run_locally(settings, catalogs=catalogs, agent_options=options))
-            client = styrmin.Client(url=local.url, token="")
+            # Tests start on a warm stack: no action process is still starting while they push and run.
+            local.wait_until_warm(120)
+            # Pushing validates the driver by importing its actions: allow for a loaded machine.
+            client = styrmin.Client(url=local.url, token="", timeout=120)
             client.login("admin", password)
             stack.callback(client.close)
             kube = KubeClient(

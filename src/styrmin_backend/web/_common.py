@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Coroutine, Iterator
@@ -15,6 +16,7 @@ from fastapi import Depends, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
@@ -217,6 +219,41 @@ def confirm_page(
         danger=danger,
         section=section,
     )
+
+
+HTMX_STOP_POLLING = 286
+"""The status with which a polled part tells htmx to swap it one last time and stop polling."""
+
+
+@dataclass(frozen=True)
+class PolledPart:
+    """A part of a page that the page polls for changes: its HTML and where and how often to ask."""
+
+    element_id: str
+    url: str
+    body: Markup
+    seconds: int = 3
+
+    @property
+    def stamp(self) -> str:
+        """Changes when, and only when, what the part shows changes."""
+        return hashlib.sha256(self.body.encode()).hexdigest()[:16]
+
+
+def polled_part(element_id: str, url: str, template: str, seconds: int = 3, **context: Any) -> PolledPart:
+    """Render ``template`` as a part polled at ``url`` every ``seconds`` (include it with ``_polled.html``)."""
+    body = Markup(templates.get_template(template).render(now=_format.now(), **context))  # noqa: S704 (autoescaped)
+    return PolledPart(element_id, url, body, seconds)
+
+
+def polled_answer(request: Request, viewer: Viewer, part: PolledPart, seen: str, **extra: Any) -> Response:
+    """What a poll gets: 204 (htmx swaps nothing) while ``part`` shows what the page has, else the part.
+
+    ``extra`` goes to ``_polled.html`` (``oob``: more HTML swapped out of band, such as a heading's status).
+    """
+    if part.stamp == seen:
+        return Response(status_code=204)
+    return render(request, "_polled.html", viewer, part=part, **extra)
 
 
 def see_other(url: str) -> RedirectResponse:

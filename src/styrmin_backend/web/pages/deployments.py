@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -20,13 +18,17 @@ from styrmin_backend.store.models import DeploymentRow
 from styrmin_backend.web import _views
 from styrmin_backend.web._common import (
     CSRF_FIELD,
+    HTMX_STOP_POLLING,
     Form,
+    PolledPart,
     Viewer,
     WebForbidden,
     WebRoute,
     check_form,
     confirm_page,
     dry_run,
+    polled_answer,
+    polled_part,
     prefect_ui_url,
     render,
     see_other,
@@ -46,8 +48,6 @@ from styrmin_backend.web._forms import (
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False)
 
-HTMX_STOP_POLLING = 286
-"""The status with which a polled fragment tells htmx to stop polling."""
 
 # Where a service's error field goes on the UI's forms.
 _CREATE_FIELDS = {
@@ -63,11 +63,20 @@ _NOTICES = {"unchanged": "The deployment already runs these versions, so no task
 
 
 @router.get("/deployments")
-def deployments_page(request: Request) -> HTMLResponse:
+def deployments_page(request: Request, seen: str | None = None) -> Response:
+    """The deployments list; its own polls (htmx, with ``seen``) get only the table, or 204."""
     with unit(request) as session:
         viewer = viewer_of(request, session)
-        lines = _views.deployment_lines(session)
-        return render(request, "deployments.html", viewer, lines=lines)
+        part = polled_part(
+            "deployments-list",
+            "/deployments",
+            "_deployments_list.html",
+            viewer=viewer,
+            lines=_views.deployment_lines(session),
+        )
+        if seen is not None and request.headers.get("HX-Request") == "true":
+            return polled_answer(request, viewer, part, seen)
+        return render(request, "deployments.html", viewer, part=part)
 
 
 def _driver_choices(session: Session) -> list[tuple[str, str, list[str]]]:
@@ -187,27 +196,20 @@ def _latest_task(history: tasks.TaskPage, prefect_url: str, session: Session) ->
     return _views.load_task_view(session, latest.id, prefect_url)
 
 
-@dataclass(frozen=True)
-class _DeploymentState:
-    """The facts and components of a deployment as HTML, and a stamp that changes when they do."""
-
-    body: Markup
-    stamp: str
-
-
-def _deployment_state(viewer: Viewer, session: Session, row: DeploymentRow) -> _DeploymentState:
+def _deployment_state(viewer: Viewer, session: Session, row: DeploymentRow) -> PolledPart:
+    """The deployment's facts and components, which its page polls."""
     spec = _views.DriverCache(session).spec(row.driver_name, row.driver_version)
     rendered = _views.rendered_for(session, row)
-    body = Markup(  # noqa: S704 (an autoescaped template)
-        templates.get_template("_deployment_state.html").render(
-            viewer=viewer,
-            deployment=row,
-            spec=spec,
-            components=_views.component_views(row, spec, rendered),
-            rendered=rendered,
-        )
+    return polled_part(
+        "deployment-state",
+        f"/deployments/{row.name}/state",
+        "_deployment_state.html",
+        viewer=viewer,
+        deployment=row,
+        spec=spec,
+        components=_views.component_views(row, spec, rendered),
+        rendered=rendered,
     )
-    return _DeploymentState(body, hashlib.sha256(body.encode()).hexdigest()[:16])
 
 
 @router.get("/deployments/{name}")
@@ -256,18 +258,10 @@ def deployment_state_fragment(request: Request, name: str, seen: str = "") -> Re
                 f"<p>Deployment {escape(name)} has been deleted.</p></div></div>",
                 status_code=HTMX_STOP_POLLING,
             )
-        state = _deployment_state(viewer, session, row)
-        if state.stamp == seen:
-            return Response(status_code=204)
-        return render(
-            request,
-            "_deployment_state_live.html",
-            viewer,
-            deployment=row,
-            name=row.name,
-            state=state,
-            oob=True,
+        status = Markup(  # noqa: S704 (an autoescaped template)
+            templates.get_template("_deployment_status.html").render(deployment=row, oob=True)
         )
+        return polled_answer(request, viewer, _deployment_state(viewer, session, row), seen, oob=status)
 
 
 @router.get("/deployments/{name}/history")
