@@ -6,7 +6,7 @@ note, the last with 200 lines of output). Then runs the real server on loopback 
 one process), logs in as a browser does (session cookie), warms up, and times the pages one request
 at a time. Prints p50 and p99 per page beside the target (the deployment page renders in <= 100 ms).
 
-    uv run python bench/web_pages.py [--database sqlite|postgresql] [--rounds 200]
+    uv run python bench/web_pages.py [--database sqlite|postgresql] [--rounds 200] [--tasks 1000]
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ HISTORY_TASKS = 1000
 STEPS = 50
 
 
-def seed(url: str, data_dir: Path) -> int:
-    """The example driver, a deployment with ``HISTORY_TASKS`` tasks, the newest of ``STEPS`` steps."""
+def seed(url: str, data_dir: Path, history_tasks: int = HISTORY_TASKS) -> int:
+    """The example driver, a deployment with ``history_tasks`` tasks, the newest of ``STEPS`` steps."""
     engine = make_engine(url)
     upgrade_database(engine)
     factory = make_session_factory(engine)
@@ -65,14 +65,14 @@ def seed(url: str, data_dir: Path) -> int:
             app_version=None,
             configuration=configuration,
         )
-    for batch in range(0, HISTORY_TASKS - 1, 100):
+    for batch in range(0, history_tasks - 1, 100):
         with transaction(factory) as session:
-            for number in range(batch, min(batch + 100, HISTORY_TASKS - 1)):
+            for number in range(batch, min(batch + 100, history_tasks - 1)):
                 task = changes.upgrade_deployment(
                     session, "bench", by=admin, app_version=f"2.0.{number}", driver_version=None
                 ).task
                 assert task is not None
-                if number < HISTORY_TASKS - 2:  # history: ended tasks; the newest is the long one
+                if number < history_tasks - 2:  # history: ended tasks; the newest is the long one
                     workflow.start_task(session, task.id)
                     workflow.end_task(session, task.id, error=None)
     with transaction(factory) as session:
@@ -129,6 +129,9 @@ def main() -> None:
     )
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument(
+        "--tasks", type=int, default=HISTORY_TASKS, help="tasks in the history (default 1,000)"
+    )
     args = parser.parse_args()
 
     with (
@@ -137,9 +140,9 @@ def main() -> None:
     ):
         data_dir = Path(scratch) / "data"
         started = time.perf_counter()
-        task_id = seed(url, data_dir)
+        task_id = seed(url, data_dir, args.tasks)
         print(
-            f"{args.database}: seeded {HISTORY_TASKS:,} tasks and a task of {STEPS} steps in {time.perf_counter() - started:.1f} s"
+            f"{args.database}: seeded {args.tasks:,} tasks and a task of {STEPS} steps in {time.perf_counter() - started:.1f} s"
         )
         with (
             styrmin_server({"STYRMIN_DATABASE_URL": url, "STYRMIN_DATA_DIR": str(data_dir)}) as base,
@@ -148,7 +151,11 @@ def main() -> None:
             opened = client.post("/api/v1/auth/session", json={"username": "admin", "password": PASSWORD})
             opened.raise_for_status()
             pages = [
-                ("deployment page (1,000 tasks, latest of 50 steps)", "/deployments/bench", "Step 49"),
+                (
+                    f"deployment page ({args.tasks:,} tasks, latest of {STEPS} steps)",
+                    "/deployments/bench",
+                    "Step 49",
+                ),
                 (f"task view ({STEPS} steps)", f"/tasks/{task_id}", "Earlier output was cut"),
                 ("deployments list", "/deployments", "bench"),
                 ("deployment state (polled every 3 s)", "/deployments/bench/state", "task-worker"),
