@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from lightkube import Client as KubeClient
@@ -25,9 +25,6 @@ from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.drivers import SPEC_FILE_NAME
 from styrmin_backend.local import LocalStyrmin, run_locally
 from styrmin_backend.settings import Settings
-
-if TYPE_CHECKING:
-    from styrmin_localcluster import LocalCluster
 
 DEFAULT_TIMEOUT_SECONDS = 300.0
 """How long the harness waits for a task by default."""
@@ -55,7 +52,7 @@ class StyrminStack:
     ) -> None:
         self.client = client
         self.kube = kube
-        self.cluster: LocalCluster = local.cluster
+        self.cluster = local.cluster  # its kubeconfig_path and data_dir; started by styrmin_backend.local
         self.url = local.url
         self.prefect_ui_url = local.prefect.url
         self.prefect_api_url = local.prefect.api_url
