@@ -13,6 +13,7 @@ from typing import Any
 import styrmin
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError
+from styrmin_backend.domain.secrets import SECRET_SET
 from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.drivers import Component, DriverSpec
 
@@ -111,6 +112,21 @@ def declared_component(spec: DriverSpec, component: str) -> Component:
             f'Driver {spec.metadata.name}@{spec.metadata.version} has no component "{component}"; '
             f"its components are: {names}."
         ) from None
+
+
+async def configured_env(
+    client: styrmin.AsyncClient, context: GlobalContext, component: str
+) -> dict[str, str]:
+    """The user's env vars of ``component`` in the change's configuration, secret values included.
+
+    The context (a Prefect parameter) shows secret values only as set; the action reads them through
+    the API with its own token, which may read its own task's configuration and nothing else.
+    """
+    env = dict(context.configuration.env.get(component, {}))
+    if not any(SECRET_SET in value for value in env.values()):
+        return env
+    configuration = await client.tasks.configuration(context.task_id)
+    return dict(configuration.env.get(component, {}))
 
 
 _log = logging.getLogger("styrmin.actions")

@@ -25,6 +25,7 @@ from lightkube.types import CascadeType
 import styrmin
 from styrmin_backend.actions._api import (
     add_step_note,
+    configured_env,
     declared_component,
     driver_spec,
     log_progress,
@@ -158,7 +159,7 @@ async def _component_env(
     except LookupError as error:
         raise ActionError(f"execute_commands(env_from_component={component!r}): {error}") from None
     copied = [dict(var) for var in container.get("env") or []]
-    env = _set_env(copied, context.configuration.env.get(component, {}))
+    env = _set_env(copied, await configured_env(client, context, component))
     return env, [dict(source) for source in container.get("envFrom") or []]
 
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
 from styrmin_backend.domain.roles import Role, role_allows
 from styrmin_backend.services import auth
-from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.principal import Principal, check_actions_scope
 from styrmin_backend.settings import Settings
 
 SESSION_COOKIE = "styrmin_session"
@@ -58,11 +58,13 @@ def authenticate_request(request: Request, db: Session) -> Principal:
     """The caller of ``request``, by Bearer token or session cookie (with CSRF check on writes)."""
     token = bearer_token(request)
     if token is not None:
-        return auth.authenticate(db, token)
+        principal = auth.authenticate(db, token)
+        _check_actions_scope(request, db, principal)
+        return principal
     session_token = request.cookies.get(SESSION_COOKIE)
     if not session_token:
         raise NotAuthenticated("Sign in first: send an API token as 'Authorization: Bearer TOKEN'.")
-    principal = auth.authenticate(db, session_token)
+    principal = auth.authenticate_session(db, session_token)
     if request.method not in _SAFE_METHODS:
         sent = request.headers.get(CSRF_HEADER, "")
         if not hmac.compare_digest(sent, csrf_token_for(session_token)):
@@ -70,6 +72,15 @@ def authenticate_request(request: Request, db: Session) -> Principal:
                 f"The request lacks a valid {CSRF_HEADER} header; reload the page and try again."
             )
     return principal
+
+
+def _check_actions_scope(request: Request, db: Session, principal: Principal) -> None:
+    """Keep an actions token to its own deployment and task, for every route that authenticates."""
+    if not principal.is_actions_token:
+        return
+    route = request.scope.get("route")
+    route_path = getattr(route, "path", request.url.path)
+    check_actions_scope(db, principal, request.method, route_path, request.path_params, request.query_params)
 
 
 def require(role: Role) -> Callable[[Request, Session], Principal]:

@@ -10,12 +10,13 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
+from styrmin_backend.domain.actions_scope import ActionsScope
 from styrmin_backend.domain.errors import InvalidInput, NotAuthenticated, NotFound, Refused
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.users import ACTIONS_USERNAME, check_login_allowed
-from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.principal import ACTIONS_TOKEN_KIND, Principal
 from styrmin_backend.services.secrets import hash_token, new_token, verify_password
-from styrmin_backend.store.models import TokenRow, UserRow
+from styrmin_backend.store.models import DeploymentRow, TaskRow, TokenRow, UserRow
 
 
 class TokenKind(StrEnum):
@@ -23,7 +24,7 @@ class TokenKind(StrEnum):
 
     SESSION = "session"
     API = "api"
-    ACTIONS = "actions"
+    ACTIONS = ACTIONS_TOKEN_KIND
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,31 @@ def authenticate(session: Session, token: str) -> Principal:
         token_id=row.id,
         token_kind=row.kind,
         actions_task_id=row.task_id,
+        actions_scope=_actions_scope(session, row) if row.kind == TokenKind.ACTIONS else None,
     )
+
+
+def _actions_scope(session: Session, row: TokenRow) -> ActionsScope | None:
+    """The deployment and task an actions token belongs to; None for one minted without a task."""
+    if row.task_id is None:
+        return None
+    found = session.execute(
+        select(TaskRow.deployment_name, DeploymentRow.driver_name)
+        .outerjoin(DeploymentRow, DeploymentRow.id == TaskRow.deployment_id)
+        .where(TaskRow.id == row.task_id)
+    ).one_or_none()
+    if found is None:
+        return None
+    deployment, driver = found
+    return ActionsScope(deployment=deployment, task_id=row.task_id, driver=driver or "")
+
+
+def authenticate_session(session: Session, token: str) -> Principal:
+    """The principal of a session cookie's ``token``; only a web session's token is accepted there."""
+    principal = authenticate(session, token)
+    if principal.token_kind != TokenKind.SESSION:
+        raise NotAuthenticated("The session cookie holds no web session; log in again.")
+    return principal
 
 
 def revoke_token(session: Session, token_id: int, *, by: Principal) -> None:
