@@ -154,7 +154,7 @@ def test_read_only_styrmin_actions_cannot_write_and_is_told_why(stack: Stack) ->
         headers=admin,
     )
     stack.client.patch(f"/api/v1/users/{ACTIONS_USERNAME}", json={"role": "read-only"}, headers=admin)
-    _, token = stack.actions_token()
+    _, token = stack.actions_token(task_id=1)
     response = stack.client.post(
         "/api/v1/deployments/shop/stop", json={"components": ["task-worker"]}, headers=stack.headers(token)
     )

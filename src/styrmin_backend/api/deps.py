@@ -16,6 +16,7 @@ from styrmin_backend.services import auth
 from styrmin_backend.services.principal import Principal, check_actions_scope
 from styrmin_backend.settings import Settings
 
+API_PREFIX = "/api/v1"
 SESSION_COOKIE = "styrmin_session"
 CSRF_COOKIE = "styrmin_csrf"
 CSRF_HEADER = "X-CSRF-Token"
@@ -43,6 +44,12 @@ AppSettings = Annotated[Settings, Depends(get_settings_dep)]
 def csrf_token_for(session_token: str) -> str:
     """The CSRF token bound to a session: only the holder of the session can know it."""
     return hashlib.sha256(b"styrmin-csrf:" + session_token.encode()).hexdigest()[:43]
+
+
+def client_address(request: Request) -> str:
+    """The client's address, as the server sees it (behind a proxy: as ``--forwarded-allow-ips`` lets
+    uvicorn read it from ``X-Forwarded-For``)."""
+    return request.client.host if request.client else "unknown"
 
 
 def bearer_token(request: Request) -> str | None:
@@ -79,8 +86,11 @@ def _check_actions_scope(request: Request, db: Session, principal: Principal) ->
     if not principal.is_actions_token:
         return
     route = request.scope.get("route")
-    route_path = getattr(route, "path", request.url.path)
-    check_actions_scope(db, principal, request.method, route_path, request.path_params, request.query_params)
+    # The route's template below the API prefix, whether or not the route was copied with its prefix.
+    route_path = str(getattr(route, "path", "")).removeprefix(API_PREFIX)
+    check_actions_scope(
+        db, principal, request.method, route_path, request.path_params, request.query_params, request.url.path
+    )
 
 
 def require(role: Role) -> Callable[[Request, Session], Principal]:

@@ -29,22 +29,20 @@ class ScopeCheck(StrEnum):
     """A step of the token's own task: the route itself checks the step (notes and output)."""
 
 
-_API = "/api/v1"
-
-ACTIONS_ROUTES: dict[tuple[str, str], ScopeCheck] = {
-    ("GET", f"{_API}/whoami"): ScopeCheck.ANYTHING,
-    ("GET", f"{_API}/deployments/{{name}}"): ScopeCheck.OWN_DEPLOYMENT,
-    ("POST", f"{_API}/deployments/{{name}}/stop"): ScopeCheck.OWN_DEPLOYMENT,
-    ("POST", f"{_API}/deployments/{{name}}/start"): ScopeCheck.OWN_DEPLOYMENT,
-    ("POST", f"{_API}/deployments/{{name}}/upgrade"): ScopeCheck.OWN_DEPLOYMENT,
-    ("PUT", f"{_API}/deployments/{{name}}/configuration"): ScopeCheck.OWN_DEPLOYMENT,
-    ("GET", f"{_API}/tasks"): ScopeCheck.OWN_DEPLOYMENT_QUERY,
-    ("GET", f"{_API}/tasks/{{task_id}}"): ScopeCheck.TASK_OF_OWN_DEPLOYMENT,
-    ("GET", f"{_API}/tasks/{{task_id}}/configuration"): ScopeCheck.OWN_TASK,
-    ("GET", f"{_API}/drivers/{{name}}/versions/{{version}}"): ScopeCheck.OWN_DRIVER,
-    ("GET", f"{_API}/drivers/{{name}}/versions/{{version}}/archive"): ScopeCheck.OWN_DRIVER,
-    ("POST", f"{_API}/agent/steps/{{step_id}}/notes"): ScopeCheck.STEP_OF_OWN_TASK,
-    ("PUT", f"{_API}/agent/steps/{{step_id}}/output"): ScopeCheck.STEP_OF_OWN_TASK,
+ACTIONS_ROUTES: dict[tuple[str, str], ScopeCheck] = {  # paths below the API prefix (/api/v1)
+    ("GET", "/whoami"): ScopeCheck.ANYTHING,
+    ("GET", "/deployments/{name}"): ScopeCheck.OWN_DEPLOYMENT,
+    ("POST", "/deployments/{name}/stop"): ScopeCheck.OWN_DEPLOYMENT,
+    ("POST", "/deployments/{name}/start"): ScopeCheck.OWN_DEPLOYMENT,
+    ("POST", "/deployments/{name}/upgrade"): ScopeCheck.OWN_DEPLOYMENT,
+    ("PUT", "/deployments/{name}/configuration"): ScopeCheck.OWN_DEPLOYMENT,
+    ("GET", "/tasks"): ScopeCheck.OWN_DEPLOYMENT_QUERY,
+    ("GET", "/tasks/{task_id}"): ScopeCheck.TASK_OF_OWN_DEPLOYMENT,
+    ("GET", "/tasks/{task_id}/configuration"): ScopeCheck.OWN_TASK,
+    ("GET", "/drivers/{name}/versions/{version}"): ScopeCheck.OWN_DRIVER,
+    ("GET", "/drivers/{name}/versions/{version}/archive"): ScopeCheck.OWN_DRIVER,
+    ("POST", "/agent/steps/{step_id}/notes"): ScopeCheck.STEP_OF_OWN_TASK,
+    ("PUT", "/agent/steps/{step_id}/output"): ScopeCheck.STEP_OF_OWN_TASK,
 }
 """Every route an actions token may call, with what it may name: the seed's primitives (stop, start,
 upgrade, waiting for the tasks they start, notes and output on the hook step, the driver's
@@ -61,7 +59,10 @@ class ActionsScope:
 
 
 def actions_route_check(method: str, route_path: str) -> ScopeCheck | None:
-    """What an actions token must name to call ``method route_path``; None when it may not call it."""
+    """What an actions token must name to call ``method route_path``; None when it may not call it.
+
+    ``route_path`` is the route's path template below the API's prefix: ``/deployments/{name}``.
+    """
     return ACTIONS_ROUTES.get((method.upper(), route_path))
 
 

@@ -231,6 +231,12 @@ def origin_of(session: Session, by: Principal, step_id: int | None) -> Origin | 
     step = session.get(StepRow, step_id)
     if step is None:
         raise InvalidInput(f"There is no step {step_id}.", field="started_by_step")
+    if step.task_id != by.actions_task_id:
+        raise Refused(
+            f"Step {step_id} belongs to task {step.task_id}; actions link changes only to the steps of "
+            "their own task.",
+            field="started_by_step",
+        )
     return Origin(task_id=step.task_id, step_id=step.id)
 
 

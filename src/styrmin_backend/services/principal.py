@@ -43,6 +43,7 @@ def check_actions_scope(
     route_path: str,
     path_params: Mapping[str, str],
     query_params: Mapping[str, str],
+    request_path: str,
 ) -> None:
     """Refuse (NotAllowed) a call by an actions token to anything beyond its own deployment and task.
 
@@ -52,10 +53,12 @@ def check_actions_scope(
         return
     scope = principal.actions_scope
     check = actions_route_check(method, route_path)
+    if check is ScopeCheck.ANYTHING:
+        return
     if check is None or scope is None:
-        raise NotAllowed(refusal(scope, f"call {method.upper()} {route_path}"))
+        raise NotAllowed(refusal(scope, f"call {method.upper()} {request_path}"))
     match check:
-        case ScopeCheck.ANYTHING | ScopeCheck.STEP_OF_OWN_TASK:
+        case ScopeCheck.STEP_OF_OWN_TASK:
             return
         case ScopeCheck.OWN_DEPLOYMENT:
             name = path_params.get("name", "")
