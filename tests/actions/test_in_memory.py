@@ -65,7 +65,9 @@ def shop(server_image: str = "example.com/shop/server:{{ app.version }}", **chan
 
 @pytest.fixture(scope="module")
 def ctx() -> Context:
-    return Context(EXAMPLE_DRIVER, deployment="shop")
+    context = Context(EXAMPLE_DRIVER, deployment="shop")
+    context.load("upgrade")  # import Prefect and the actions once, before the tests
+    return context
 
 
 def test_seed_upgrade_action_stops_upgrades_migrates_at_the_target_and_starts_in_that_order(
@@ -289,3 +291,11 @@ def test_a_component_without_workload_says_to_read_it_once_the_chart_is_installe
     assert result.error is not None and result.error.startswith(
         'Component "server" of deployment "shop" has no workload: Deployment shop-server is not in namespace "shop".'
     )
+
+
+def test_the_fast_path_example_of_the_docs_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (EXAMPLE_DRIVER.parents[2] / "docs" / "testing-drivers.md").read_text()
+    fast_path = text[text.index("## The fast path") :]
+    example = fast_path[fast_path.index("```python\n") + len("```python\n") : fast_path.index("\n```\n")]
+    monkeypatch.chdir(EXAMPLE_DRIVER.parents[2])
+    exec(compile(example, "docs/testing-drivers.md", "exec"), {})  # noqa: S102 (its asserts are the test)

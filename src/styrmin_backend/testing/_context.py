@@ -223,11 +223,20 @@ class Context:
         if not isinstance(action, str):
             return getattr(action, "fn", action), Hook.UPGRADE.value, Mode.CORE.value
         declared = self.action(action)
+        return self.load(action), declared.hook.value, declared.mode.value
+
+    def load(self, name: str) -> Callable[..., Any]:
+        """The function of action ``name``, its file imported as the agent imports it (once per Context).
+
+        Importing an action file imports Prefect, which takes seconds the first time in a process: a
+        module-scoped fixture can load the actions up front.
+        """
+        declared = self.action(name)
         if self.folder is None:
             raise ValueError("Context(spec) has no folder to load actions from; pass the function itself.")
-        if declared.location not in self._functions:  # importing the file once per Context
+        if declared.location not in self._functions:
             self._functions[declared.location] = load_action_flow(self.folder, declared).fn
-        return self._functions[declared.location], declared.hook.value, declared.mode.value
+        return self._functions[declared.location]
 
 
 def _configuration(value: Mapping[str, Any] | DeploymentConfiguration) -> DeploymentConfiguration:
