@@ -96,8 +96,8 @@ def keep_concealed_configuration(sent: dict[str, Any], stored: dict[str, Any]) -
     return kept
 
 
-def secret_values(configuration: dict[str, Any]) -> set[str]:
-    """The secret values of a configuration, to redact wherever they might appear in text."""
+def secret_values(data: Any) -> set[str]:
+    """The secret values in ``data`` (a configuration, an action's parameters), to redact from text."""
     found: set[str] = set()
 
     def walk(sent: Any, concealed: Any) -> None:
@@ -125,5 +125,5 @@ def secret_values(configuration: dict[str, Any]) -> set[str]:
         elif data not in (None, ""):
             found.add(str(data))
 
-    walk(configuration, conceal_configuration(configuration))
+    walk(data, conceal(data))
     return {value for value in found if len(value) >= 4}

@@ -27,7 +27,7 @@ from typing import Any
 from styrmin_backend.agent.prefect import _protocol
 from styrmin_backend.agent.prefect._pool import RunnerPool, RunnerProcess, RunnerProcessError
 from styrmin_backend.domain.redaction import redact
-from styrmin_backend.domain.secrets import conceal, is_secret_name
+from styrmin_backend.domain.secrets import conceal, is_secret_name, secret_values
 
 logger = logging.getLogger(__name__)
 
@@ -316,7 +316,7 @@ class ActionRunner:
         if self._client is None:
             raise RuntimeError("ActionRunner.start() was not called.")
         started = time.monotonic()
-        secrets = _secrets_of(env)
+        secrets = _secrets_of(env) | secret_values(dict(parameters))
         try:
             process = await self._pool.take()
         except RunnerProcessError as exc:
