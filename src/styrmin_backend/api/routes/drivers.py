@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 from styrmin_backend.api.deps import Db, Reader, Writer
 from styrmin_backend.api.errors import FieldError, error_response
 from styrmin_backend.api.schemas import DriverVersionOut
+from styrmin_backend.domain.limits import DRIVER_ARCHIVE_MAX_BYTES
 from styrmin_backend.drivers import DriverError, DriverReport, validate_driver
-from styrmin_backend.drivers.package import MAX_ARCHIVE_BYTES
 from styrmin_backend.services import drivers
 
 router = APIRouter(tags=["drivers"])
@@ -33,7 +33,7 @@ async def _archive(request: Request) -> bytes:
     data = bytearray()
     async for chunk in request.stream():
         data += chunk
-        if len(data) > MAX_ARCHIVE_BYTES:
+        if len(data) > DRIVER_ARCHIVE_MAX_BYTES:
             raise DriverError([])
     return bytes(data)
 
@@ -54,7 +54,7 @@ def _problems_response(report: DriverReport) -> JSONResponse:
 
 def _too_large() -> JSONResponse:
     return error_response(
-        413, f"The driver archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB.", "driver"
+        413, f"The driver archive is larger than {DRIVER_ARCHIVE_MAX_BYTES // (1024 * 1024)} MiB.", "driver"
     )
 
 
