@@ -96,7 +96,7 @@ def parse_rendered(rendered: dict[str, str]) -> list[dict[str, Any]]:
     if size > RENDER_MAX_OUTPUT_BYTES:
         raise RenderError(
             f"the chart renders {size / (1024 * 1024):.0f} MiB, more than the "
-            f"{RENDER_MAX_OUTPUT_BYTES // (1024 * 1024)} MiB Styrmin applies; render less."
+            f"{RENDER_MAX_OUTPUT_BYTES // (1024 * 1024)} MiB Styrmin applies; render less"
         )
     manifests: list[dict[str, Any]] = []
     budget = RENDER_MAX_NODES
@@ -107,7 +107,7 @@ def parse_rendered(rendered: dict[str, str]) -> list[dict[str, Any]]:
             documents = list(load_all(rendered[template], budget))
         except YamlTooLarge as error:
             line = f", line {error.problem_mark.line + 1}" if error.problem_mark else ""
-            raise RenderError(f"{template}{line} renders too much: {error.problem}.") from None
+            raise RenderError(f"{template}{line} renders too much: {error.problem}") from None
         except (yaml.YAMLError, ValueError) as error:
             raise RenderError(f"{template} renders invalid YAML: {error}") from None
         for document in documents:
@@ -146,7 +146,7 @@ def main() -> None:
 def _out_of_memory() -> str:
     return (
         f"rendering the chart needs more than {RENDER_MAX_MEMORY_BYTES // (1024 * 1024)} MiB of memory; "
-        "render less."
+        "render less"
     )
 
 

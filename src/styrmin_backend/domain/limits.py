@@ -44,7 +44,7 @@ RENDER_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 RENDER_MAX_NODES = 2_000_000
 """The most values a chart's rendered manifests may hold together (aliases counted as they repeat)."""
 
-RENDER_MAX_MEMORY_BYTES = 1024 * 1024 * 1024
+RENDER_MAX_MEMORY_BYTES = 512 * 1024 * 1024
 """The memory (data segment) of the process that renders a chart on the server: Helm and the YAML parse."""
 
 CONCURRENT_DRIVER_CHECKS = 2

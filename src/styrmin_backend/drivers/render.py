@@ -113,21 +113,20 @@ def _render_in_own_process(
         process.kill()
         process.communicate()
         raise RenderError(
-            f"rendering the chart took more than {RENDER_TIMEOUT_SECONDS:.0f} s; render less."
+            f"rendering the chart took more than {RENDER_TIMEOUT_SECONDS:.0f} s; render less"
         ) from None
     try:
         answer: dict[str, Any] = json.loads(output)
     except ValueError:
         # No answer: the process ended without writing one (out of memory in Helm, or killed).
-        last = errors.decode("utf-8", "replace").strip().splitlines()[-1:] or [
-            f"exit code {process.returncode}"
-        ]
-        if "out of memory" in last[0] or process.returncode in (-9, 2):
+        text = errors.decode("utf-8", "replace")
+        if "out of memory" in text or "MemoryError" in text or process.returncode == -9:
             raise RenderError(
                 f"rendering the chart needs more than {RENDER_MAX_MEMORY_BYTES // (1024 * 1024)} MiB "
-                "of memory; render less."
+                "of memory; render less"
             ) from None
-        raise RenderError(f"the render process failed ({last[0][:200]}).") from None
+        last = text.strip().splitlines()[-1:] or [f"exit code {process.returncode}"]
+        raise RenderError(f"the render process failed ({last[0][:200]})") from None
     if "error" in answer:
         raise RenderError(answer["error"])
     manifests: list[dict[str, Any]] = answer["manifests"]

@@ -74,7 +74,12 @@ def push_driver(request: Request, form: Form) -> Response:
             None,
             413,
         )
-    package, report = drivers.check_archive(data)  # slow, so outside the transaction
+    try:
+        package, report = drivers.check_archive(data)  # slow, so outside the transaction
+    except drivers.DriverChecksBusy as busy:
+        refused = _refused(request, busy.message, None, 429)
+        refused.headers["Retry-After"] = str(busy.retry_after)
+        return refused
     if package is None or not report.valid:
         return _refused(request, "", report, 422)
     with unit(request) as session:
