@@ -63,7 +63,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         404: "Not found.",
         409: "Conflicts with the current state.",
         422: "The input is not valid; `field` names what to fix.",
-        429: "Too many failed logins: wait the seconds that `Retry-After` says.",
+        429: "Too many failed logins, or driver checks at once: wait the seconds that `Retry-After` says.",
     }.items()
 }
 
