@@ -146,7 +146,9 @@ def run_locally(
             )
         )
         prefect = LocalPrefectServer(data / "prefect", port=prefect_port)
-        prefect.start()
+        # A loaded machine (a shared CI runner) can take two minutes to start Prefect; waiting
+        # longer costs nothing when it is fast.
+        prefect.start(timeout=300)
         stack.callback(prefect.stop)
         make_data_dir_private(data)
         settings.prefect_ui_url = prefect.url
