@@ -60,11 +60,11 @@ StepStatus = TaskStatus
 
 
 class DeploymentStatus(StrEnum):
-    """What a deployment is doing."""
+    """What a deployment is doing (the status rule is in docs/api.md)."""
 
-    PENDING = "pending"
     DEPLOYING = "deploying"
     RUNNING = "running"
+    UPGRADE_FAILED = "upgrade-failed"
     STOPPED = "stopped"
     FAILED = "failed"
     DELETING = "deleting"
@@ -241,6 +241,8 @@ class Deployment(_Model):
     configuration: Configuration
     stopped_components: list[str]
     status: DeploymentStatus
+    status_reason: str = Field(default="", description="One sentence saying why the status is what it is.")
+    status_task_id: int | None = Field(default=None, description="The task that decided the status.")
     revision: int
     created_at: Time
     updated_at: Time

@@ -41,6 +41,7 @@ STATUS_STYLES: dict[str, str] = {
     "succeeded": "green",
     "failed": "bold red",
     "deploying": "yellow",
+    "upgrade-failed": "bold red",
     "stopped": "blue",
     "deleting": "yellow",
     "deleted": "dim",
@@ -298,7 +299,7 @@ def change_line(action: str, change: Change, follow_hint: bool = True) -> Text:
     if change.task is None:
         return Text(
             f"Nothing to do: {clean(d.name)} already runs application {clean(d.app_version)} "
-            f"with driver {clean(d.driver)}@{clean(d.driver_version)}."
+            f"with driver {clean(d.driver)}@{clean(d.driver_version)}, and its last change succeeded."
         )
     t = change.task
     line = f"{action} {clean(d.name)}: revision {t.revision}, task {t.id} ({t.status.value})."
@@ -321,6 +322,13 @@ def deployments_table(deployments: Sequence[Deployment]) -> Table:
     return table
 
 
+def _status_with_reason(d: Deployment) -> Text:
+    shown = status(d.status.value)
+    if d.status_reason:
+        shown.append(f"  {clean(d.status_reason)}")
+    return shown
+
+
 def deployment_detail(d: Deployment, recent: Sequence[TaskSummary] = ()) -> Group:
     parts: list[RenderableType] = [
         _field("Name", d.name),
@@ -334,7 +342,7 @@ def deployment_detail(d: Deployment, recent: Sequence[TaskSummary] = ()) -> Grou
             if d.running_app_version
             else "nothing applied yet",
         ),
-        _field("Status", status(d.status.value)),
+        _field("Status", _status_with_reason(d)),
         _field("Stopped", ", ".join(d.stopped_components) or "none"),
         _field("Revision", str(d.revision)),
         _field("Created", when(d.created_at)),
