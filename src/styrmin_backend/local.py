@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +66,7 @@ class _Serving:
 
     def __init__(self, app: FastAPI, settings: Settings, agent_settings: AgentSettings) -> None:
         self.url = settings.effective_public_url
+        self._app = app
         self._server = uvicorn.Server(
             uvicorn.Config(
                 app,
@@ -102,11 +103,21 @@ class _Serving:
 
     def stop(self) -> None:
         """Stop the agent once its running tasks have ended, then the server."""
+        self._app.state.stopping.set()  # the agent's claim (a long poll) answers at once
         if self._agent_thread.is_alive():
             self._agent_loop.call_soon_threadsafe(self._stop.set)
             self._agent_thread.join(60)
         self._server.should_exit = True
         self._server_thread.join(30)
+
+
+def _stop_side_by_side(*stops: Callable[[], None]) -> None:
+    """Call each of ``stops`` in a thread of its own and wait for all (each bounds its own wait)."""
+    threads = [threading.Thread(target=stop, name="styrmin-stop") for stop in stops]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 @contextmanager
@@ -146,7 +157,8 @@ def run_locally(
         )
         prefect = LocalPrefectServer(data / "prefect", port=prefect_port)
         prefect.start()
-        stack.callback(prefect.stop)
+        # Once the server and the agent are stopped, Prefect and the cluster stop side by side.
+        stack.callback(_stop_side_by_side, prefect.stop, cluster.stop)
         settings.prefect_ui_url = prefect.url
         settings.public_url = settings.effective_public_url
         if prepared is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -12,7 +12,9 @@ from styrmin.cli._common import EXIT_FAILED, OutputOption, UsageProblem, handle_
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.render import clean, driver_detail, drivers_table, report_lines
 from styrmin.errors import ValidationError
-from styrmin.models import DriverReport
+
+if TYPE_CHECKING:
+    from styrmin.models import DriverReport
 
 app = typer.Typer(help="Drivers: validate, push, list and show them.", no_args_is_help=True)
 
@@ -23,6 +25,7 @@ PathArgument = Annotated[
 
 
 def _local_report(path: Path) -> DriverReport:
+    from styrmin.models import DriverReport
     from styrmin_backend.drivers import validate_driver
 
     return DriverReport.model_validate(validate_driver(path).model_dump(mode="json"))

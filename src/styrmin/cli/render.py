@@ -9,25 +9,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from styrmin.models import (
-    Change,
-    Deployment,
-    Driver,
-    DriverReport,
-    StartedTask,
-    Step,
-    Task,
-    TaskStatus,
-    TaskSummary,
-    User,
-)
+from styrmin._enums import TaskStatus
+
+if TYPE_CHECKING:
+    from styrmin.models import (
+        Change,
+        Deployment,
+        Driver,
+        DriverReport,
+        StartedTask,
+        Step,
+        Task,
+        TaskSummary,
+        User,
+    )
 
 LABEL_WIDTH = 15
 STEP_LABEL_WIDTH = 8
@@ -119,6 +120,8 @@ def _block(lines: Iterable[str], indent: int, style: str = "") -> list[Text]:
 
 
 def _yaml_lines(data: Any) -> list[str]:
+    import yaml
+
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n")
     return clean(text).split("\n")
 

@@ -7,11 +7,11 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from styrmin._enums import TaskStatus, TaskType
 from styrmin.cli._common import OutputOption, WaitOption, WaitTimeoutOption, handle_errors, state
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.progress import finish_change, show_task, wait_live
 from styrmin.cli.render import tasks_table
-from styrmin.models import TaskStatus, TaskType
 
 app = typer.Typer(help="Tasks: what each change did, step by step.", no_args_is_help=True)
 

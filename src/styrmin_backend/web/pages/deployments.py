@@ -241,6 +241,7 @@ def deployment_page(
                 session,
             ),
             history=history,
+            history_part=_history_part(viewer, name, history) if before is None else None,
             before=before,
             notice=_NOTICES.get(notice, ""),
         )
@@ -270,14 +271,28 @@ def deployment_state_fragment(request: Request, name: str, seen: str = "") -> Re
         return polled_answer(request, viewer, part, seen, oob=heading)
 
 
+def _history_part(viewer: Viewer, name: str, history: tasks.TaskPage) -> PolledPart:
+    """The first page of the task history, polled every second: each row follows its task's state."""
+    return polled_part(
+        "history",
+        f"/deployments/{name}/history",
+        "_history.html",
+        seconds=1,
+        viewer=viewer,
+        name=name,
+        history=history,
+        before=None,
+    )
+
+
 @router.get("/deployments/{name}/history")
-def history_fragment(request: Request, name: str) -> HTMLResponse:
-    """The first page of the task history, polled while one of its tasks has not ended."""
+def history_fragment(request: Request, name: str, seen: str = "") -> Response:
+    """The first page of the task history, polled by the deployment page: 204 while nothing shown changed."""
     with unit(request) as session:
         viewer = viewer_of(request, session)
         changes.get_deployment(session, name)
         history = tasks.list_tasks(session, deployment=name, limit=_views.HISTORY_PAGE_SIZE)
-        return render(request, "_history.html", viewer, name=name, history=history, before=None)
+        return polled_answer(request, viewer, _history_part(viewer, name, history), seen)
 
 
 def _render_upgrade(
