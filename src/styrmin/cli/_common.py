@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
+PLAIN_HELP = None
+"""Help as plain text (click's), not Rich panels: Rich's Markdown and Pygments would triple the start."""
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 """A task failed, a driver is invalid, or the server refused the request."""

@@ -13,6 +13,7 @@ from rich.text import Text
 from styrmin._environment import URL_ENV
 from styrmin.cli import contexts, deployments, drivers, tasks, users
 from styrmin.cli._common import (
+    PLAIN_HELP,
     OutputOption,
     State,
     UsageProblem,
@@ -40,6 +41,7 @@ app = typer.Typer(
     help=HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=PLAIN_HELP,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(contexts.app, name="config")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from styrmin.cli._common import (
+    PLAIN_HELP,
     OutputOption,
     UsageProblem,
     WaitOption,
@@ -24,7 +25,9 @@ from styrmin.cli.render import deployment_detail, deployments_table
 if TYPE_CHECKING:
     from styrmin.models import Configuration
 
-app = typer.Typer(help="Deployments: create, change and inspect them.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP, help="Deployments: create, change and inspect them.", no_args_is_help=True
+)
 
 NameArgument = Annotated[str, typer.Argument(help="The deployment's name.", show_default=False)]
 ComponentsArgument = Annotated[

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
-from styrmin.cli._common import EXIT_FAILED, OutputOption, UsageProblem, handle_errors, state
+from styrmin.cli._common import EXIT_FAILED, PLAIN_HELP, OutputOption, UsageProblem, handle_errors, state
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.render import clean, driver_detail, drivers_table, report_lines
 from styrmin.errors import ValidationError
@@ -16,7 +16,9 @@ from styrmin.errors import ValidationError
 if TYPE_CHECKING:
     from styrmin.models import DriverReport
 
-app = typer.Typer(help="Drivers: validate, push, list and show them.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP, help="Drivers: validate, push, list and show them.", no_args_is_help=True
+)
 
 PathArgument = Annotated[
     Path,

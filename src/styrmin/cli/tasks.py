@@ -8,12 +8,14 @@ import typer
 from rich.text import Text
 
 from styrmin._enums import TaskStatus, TaskType
-from styrmin.cli._common import OutputOption, WaitOption, WaitTimeoutOption, handle_errors, state
+from styrmin.cli._common import PLAIN_HELP, OutputOption, WaitOption, WaitTimeoutOption, handle_errors, state
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.progress import finish_change, show_task, wait_live
 from styrmin.cli.render import tasks_table
 
-app = typer.Typer(help="Tasks: what each change did, step by step.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP, help="Tasks: what each change did, step by step.", no_args_is_help=True
+)
 
 TaskArgument = Annotated[int, typer.Argument(help="The task's id.", min=1, show_default=False)]
 
