@@ -62,6 +62,7 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/agent/steps/{step_id}/end"): AGENT,
     ("GET", "/api/v1/tasks"): ANY,
     ("GET", "/api/v1/tasks/{task_id}"): ANY,
+    ("POST", "/api/v1/tasks/{task_id}/retry"): Role.READ_WRITE,
 }
 
 CALLERS = ("admin", "read-write", "read-only", "anonymous", "styrmin-actions", "deactivated")
