@@ -8,6 +8,7 @@ the agent included, reaches the cluster only through the kubeconfig the local cl
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,7 +22,7 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 
 from styrmin_backend.agent.loop import Agent
-from styrmin_backend.agent.prefect import LocalPrefectServer
+from styrmin_backend.agent.prefect import LocalPrefectServer, PrefectServerError
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.api import create_app
 from styrmin_backend.bootstrap import Prepared, prepare_database
@@ -29,6 +30,8 @@ from styrmin_backend.services import agents
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory, transaction
 from styrmin_localcluster import LocalCluster
+
+log = logging.getLogger("styrmin.local")
 
 LOCAL_CLUSTER = "local"
 """The cluster name of the embedded cluster, and of the agent that serves it."""
@@ -109,6 +112,44 @@ class _Serving:
         self._server_thread.join(30)
 
 
+class _PrefectSupervisor:
+    """Starts the local Prefect server again whenever it exits by itself (crash, OOM kill, kill -9).
+
+    The agent meanwhile claims no task that would need it, and serves again once it answers.
+    """
+
+    def __init__(self, prefect: LocalPrefectServer, check_seconds: float = 1.0) -> None:
+        self._prefect = prefect
+        self._check_seconds = check_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="styrmin-prefect-supervisor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(150)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._check_seconds):
+            code = self._prefect.exit_code
+            if code is None:
+                continue
+            log.warning(
+                "The local Prefect server exited (code %s); starting it again at %s (its log: %s).",
+                code,
+                self._prefect.url,
+                self._prefect.log_path,
+            )
+            try:
+                self._prefect.restart()
+            except PrefectServerError as error:  # tried again on the next round
+                log.error("%s", error)
+            else:
+                log.warning("The local Prefect server is back at %s.", self._prefect.url)
+
+
 @contextmanager
 def run_locally(
     settings: Settings,
@@ -147,6 +188,9 @@ def run_locally(
         prefect = LocalPrefectServer(data / "prefect", port=prefect_port)
         prefect.start()
         stack.callback(prefect.stop)
+        supervisor = _PrefectSupervisor(prefect)
+        supervisor.start()
+        stack.callback(supervisor.stop)
         settings.prefect_ui_url = prefect.url
         settings.public_url = settings.effective_public_url
         if prepared is None:

@@ -456,6 +456,10 @@ class ClaimRequest(Strict):
     wait_seconds: float = Field(
         default=0, ge=0, le=30, description="Wait up to this long for a task (long poll)."
     )
+    started_by_actions_only: bool = Field(
+        default=False,
+        description="Claim only a task that an action started (an agent whose slots are all taken).",
+    )
 
     @property
     def lease(self) -> timedelta:
