@@ -130,8 +130,10 @@ def claim_next_task(
     agent whose slots are all taken asks with ``started_by_actions_only`` and runs them beside its
     slots (see docs/agent.md).
     """
+    # An idle claim (an agent long-polls several times a second) only reads: on SQLite every write
+    # takes the one write lock, and a write per poll starved lease renewals and step writes.
     fail_expired_leases(session, agent.cluster)
-    session.execute(update(AgentRow).where(AgentRow.id == agent.id).values(last_seen_at=utcnow()))
+    _record_seen(session, agent)
     pending = select(TaskRow.id).where(
         TaskRow.cluster == agent.cluster, TaskRow.status == TaskStatus.PENDING.value
     )
@@ -159,6 +161,18 @@ def claim_next_task(
         change = session.get(ChangeRow, task.change_id) if task.change_id else None
         return Claim(task=task, change=change, deployment=deployment, actions_token=issued.token)
     return None
+
+
+_SEEN_EVERY = timedelta(seconds=10)
+"""How often a polling agent's ``last_seen_at`` is written (the Agents page counts 60 s as connected)."""
+
+
+def _record_seen(session: Session, agent: AgentIdentity) -> None:
+    """Note that the agent called, unless that was noted less than ``_SEEN_EVERY`` ago."""
+    now = utcnow()
+    seen = session.scalar(select(AgentRow.last_seen_at).where(AgentRow.id == agent.id))
+    if seen is None or now - as_utc(seen) >= _SEEN_EVERY:
+        session.execute(update(AgentRow).where(AgentRow.id == agent.id).values(last_seen_at=now))
 
 
 def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
