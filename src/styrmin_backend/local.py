@@ -112,6 +112,9 @@ class _Serving:
         self._server_thread.join(30)
 
 
+_PREFECT_RESTART_TIMEOUT_SECONDS = 300.0
+
+
 class _PrefectSupervisor:
     """Starts the local Prefect server again whenever it exits by itself (crash, OOM kill, kill -9).
 
@@ -133,17 +136,17 @@ class _PrefectSupervisor:
 
     def _watch(self) -> None:
         while not self._stop.wait(self._check_seconds):
-            code = self._prefect.exit_code
-            if code is None:
+            if self._prefect.running:
                 continue
             log.warning(
-                "The local Prefect server exited (code %s); starting it again at %s (its log: %s).",
-                code,
+                "The local Prefect server is not running (exit code %s); starting it again at %s (its log: %s).",
+                self._prefect.exit_code,
                 self._prefect.url,
                 self._prefect.log_path,
             )
             try:
-                self._prefect.restart()
+                # A loaded machine can take minutes to start it; a start that fails is tried again.
+                self._prefect.restart(timeout=_PREFECT_RESTART_TIMEOUT_SECONDS)
             except PrefectServerError as error:  # tried again on the next round
                 log.error("%s", error)
             else:

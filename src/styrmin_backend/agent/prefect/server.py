@@ -167,12 +167,12 @@ class LocalPrefectServer:
         return None if self._process is None else self._process.poll()
 
     def restart(self, timeout: float = 120.0) -> None:
-        """Start the server again on the same port and data dir, once it has exited by itself.
+        """Start the server again on the same port and data dir, once it has exited (or a start failed).
 
         Raises:
             PrefectServerError: it did not start again.
         """
-        if self.exit_code is not None:
+        if self._process is not None and self._process.poll() is not None:
             self._process = None
         self.start(timeout)
 
