@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 import pytest
 from lightkube.resources.apps_v1 import Deployment
 
@@ -165,6 +166,7 @@ def test_prefect_killed_mid_run_fails_the_task_naming_it_and_the_agent_recovers(
     os.kill(killed, signal.SIGKILL)
 
     task = stack.wait(task_id, timeout=300)
+    stopped_run = task["steps"][0]["flow_run_id"]
     assert task["status"] == "failed"
     assert task["error"].startswith(f"The Prefect server at {stack.prefect_api_url} is not reachable: "), task
     assert "Styrmin stopped the action(s) that were running: slow." in task["error"]
@@ -185,3 +187,16 @@ def test_prefect_killed_mid_run_fails_the_task_naming_it_and_the_agent_recovers(
     task = stack.wait(again, timeout=600)
     assert task["status"] == "succeeded", task
     assert task["steps"][0]["flow_run_id"]
+    # The flow run the outage stopped does not stay Running in the Prefect UI.
+    deadline = time.monotonic() + 300
+    while (state := _flow_run_state(stack, stopped_run)) == "RUNNING":
+        assert time.monotonic() < deadline, "the stopped flow run still shows Running"
+        time.sleep(1)
+    assert state in ("CRASHED", "CANCELLED"), state
+
+
+def _flow_run_state(stack: Stack, flow_run_id: str) -> str:
+    response = httpx.get(f"{stack.prefect_api_url}/flow_runs/{flow_run_id}", timeout=60)
+    response.raise_for_status()
+    state: str = response.json()["state_type"]
+    return state
