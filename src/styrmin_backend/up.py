@@ -18,6 +18,7 @@ from rich.text import Text
 from sqlalchemy.orm import Session, sessionmaker
 
 from styrmin_backend.bootstrap import Prepared, prepare_database
+from styrmin_backend.data_dir import restrict_new_files
 from styrmin_backend.domain.tasks import TaskStatus
 from styrmin_backend.drivers import DriverError, read_driver, validate_driver
 from styrmin_backend.local import LocalStyrmin, run_locally
@@ -140,6 +141,7 @@ def _report_while_stopping(
 
 def run_up(settings: Settings, console: Console) -> None:
     """Start everything, print how to reach it, and run until interrupted."""
+    restrict_new_files()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     stop = _stop_on_signals()

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query
 
 from styrmin_backend.api.deps import Db, Reader, Writer
 from styrmin_backend.api.routes.deployments import change_out
-from styrmin_backend.api.schemas import MAX_ID, ChangeOut, TaskOut, TaskPageOut, TaskSummary
+from styrmin_backend.api.schemas import MAX_ID, ChangeOut, ConfigurationIn, TaskOut, TaskPageOut, TaskSummary
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services import changes, tasks
 from styrmin_backend.services.tasks import MAX_PAGE_SIZE
@@ -46,3 +46,11 @@ def retry_task(task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, principal
     """Request a failed task's change again: a new revision and a new task (409 unless the task failed
     and is the latest of its type for its deployment)."""
     return change_out(db, changes.retry_task(db, task_id, by=principal))
+
+
+@router.get("/tasks/{task_id}/configuration", response_model=ConfigurationIn)
+def get_task_configuration(
+    task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, principal: Reader
+) -> ConfigurationIn:
+    """For the task's own actions only: the configuration its change applies, secret values included."""
+    return ConfigurationIn.model_validate(tasks.configuration_for_actions(db, task_id, by=principal))
