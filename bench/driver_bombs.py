@@ -133,17 +133,15 @@ def template_alias_bomb() -> bytes:
 def gzip_bomb() -> bytes:
     """About 1 MB of gzip that unpacks to a 1 GiB file (zeros) beside a valid driver."""
     size = 1024**3
+    members = []
+    for name, content in _driver().items():  # the headers and contents, without an end-of-archive
+        info = tarfile.TarInfo(name)
+        info.size = len(content)
+        members.append(info.tobuf(tarfile.GNU_FORMAT) + content + b"\0" * (-len(content) % 512))
     header = tarfile.TarInfo("chart/zeros")
     header.size = size
-    plain = io.BytesIO()
-    with tarfile.open(fileobj=plain, mode="w:") as archive:
-        for name, content in _driver().items():
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            archive.addfile(info, io.BytesIO(content))
     compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
-    out = [compressor.compress(plain.getvalue().removesuffix(b"\0" * 1024))]
-    out.append(compressor.compress(header.tobuf(tarfile.GNU_FORMAT)))
+    out = [compressor.compress(b"".join(members) + header.tobuf(tarfile.GNU_FORMAT))]
     zeros = b"\0" * (1024 * 1024)
     for _ in range(size // len(zeros) + 1):  # the file, then the end-of-archive blocks
         out.append(compressor.compress(zeros))
