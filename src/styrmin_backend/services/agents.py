@@ -190,11 +190,10 @@ def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
 def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: timedelta) -> TaskRow:
     """Extend the agent's lease of a task it is running; raises Conflict when it no longer holds it.
 
-    One conditional UPDATE, written before anything is read: on SQLite a transaction that reads and
-    then writes fails at once with "database is locked" when another write came in between, and a
-    renewal must never fail because other tasks are busy.
+    One conditional UPDATE, so the renewal holds the database's write lock (SQLite has one) for a
+    single statement: a renewal must never fail because other tasks keep the database busy.
     """
-    renewed = session.execute(
+    session.execute(
         update(TaskRow)
         .where(
             TaskRow.id == task_id,
@@ -203,9 +202,7 @@ def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: tim
         )
         .values(lease_expires_at=utcnow() + lease)
     )
-    if renewed.rowcount != 1:  # type: ignore[attr-defined]
-        return held_task(session, agent, task_id)  # raises, saying why
-    return held_task(session, agent, task_id)
+    return held_task(session, agent, task_id)  # raises, saying why, when the agent does not hold it
 
 
 def end_claimed_task(
