@@ -3,7 +3,8 @@
 Python imports ``sitecustomize`` at start-up from PYTHONPATH. The benchmark puts this folder there and
 names a file in ``VS_HELM_TIMELINE``; every process started with both (the agent's action processes
 among them) then appends one JSON line per mark to that file: its start, the job reaching it (the
-first STYRMIN_* variable it sets), the driver's ``actions.py`` being read, every HTTP request it sends
+first STYRMIN_* variable it sets), the driver's ``actions.py`` being read, the
+first module of each package loaded after the job arrived, every HTTP request it sends
 (start and end) and its exit. Without ``VS_HELM_TIMELINE`` it does nothing.
 """
 
@@ -40,9 +41,12 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             mark("process: job received, env set")
     elif event == "open" and isinstance(args[0], str) and args[0].endswith("actions.py"):
         mark("process: reads actions.py (the driver's module)")
-    elif event == "import" and args[0] == "actions" and "actions" not in _seen:
-        _seen.add("actions")
-        mark("process: imports actions")
+    elif event == "import" and "job" in _seen and args[0] not in sys.modules:
+        # A module loaded only once the job arrived: work a pre-started process could do ahead.
+        package = args[0].split(".", 1)[0]
+        if f"import {package}" not in _seen:
+            _seen.add(f"import {package}")
+            mark(f"process: imports {args[0]} (first module of {package} loaded during the run)")
 
 
 def _wrap_send(cls: Any, is_async: bool) -> None:

@@ -16,7 +16,8 @@ from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError
 
 WAIT_INTERVAL_SECONDS = 0.5
-"""How often a primitive reads the task it waits for."""
+"""How often a primitive reads the task it waits for when the server answers at once; a current server
+holds each read until the task ends (a long poll), so the primitive sees the end as it happens."""
 
 
 async def stop_components(components: Sequence[str], context: GlobalContext) -> styrmin.Task:

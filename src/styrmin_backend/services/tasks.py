@@ -92,3 +92,9 @@ def get_task_detail(session: Session, task_id: int) -> TaskDetail:
         if found is not None:
             started_by = StartedBy(task.parent_task_id, found.type, task.parent_step_id, found.name)
     return TaskDetail(task, steps, started, started_by)
+
+
+def task_is_waiting(session: Session, task_id: int) -> bool:
+    """Whether task ``task_id`` exists and has not ended yet (one row read, for long polls)."""
+    status = session.scalar(select(TaskRow.status).where(TaskRow.id == task_id))
+    return status is not None and not TaskStatus(status).ended

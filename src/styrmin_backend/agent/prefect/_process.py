@@ -55,6 +55,13 @@ def _warm_up() -> None:
     from prefect import flow
 
     from styrmin_backend.actions import GlobalContext  # what every action imports
+    from styrmin_backend.actions._api import tls_context
+    from styrmin_backend.domain.redaction import redact
+
+    # Loaded on first use otherwise, during an action: detect-secrets' plugins (the redaction of a
+    # command's output; about 0.3 s, seconds on a busy machine) and the SDK clients' CA bundle.
+    redact("warm-up", ["warm-up"])
+    tls_context()
 
     def _warm(context: Any = None) -> None:
         """Never run: only its parameters are validated and serialised, to build pydantic's schemas."""
