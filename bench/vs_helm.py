@@ -191,8 +191,22 @@ def deploy(stack: StyrminStack, name: str) -> None:
     assert task.status == styrmin.TaskStatus.SUCCEEDED, task
 
 
+def allow_a_slow_prefect_start(seconds: float) -> None:
+    """Give the local Prefect server ``seconds`` to start: on a busy machine its first start (imports and
+    migrations) can take longer than the default two minutes."""
+    from styrmin_backend.agent.prefect import server
+
+    start = server.LocalPrefectServer.start
+
+    def patient_start(self: server.LocalPrefectServer, timeout: float = seconds) -> None:
+        start(self, timeout)
+
+    server.LocalPrefectServer.start = patient_start  # type: ignore[method-assign]
+
+
 def run(args: argparse.Namespace, tmp: Path) -> None:
     catalogs = [EXAMPLE / "catalog"]
+    allow_a_slow_prefect_start(600)
     with StyrminStack.start(tmp / "data", catalogs) as stack:
         print(f"stack ready in {time.perf_counter() - T0:.1f} s", flush=True)
         stack.client.drivers.push(EXAMPLE)
