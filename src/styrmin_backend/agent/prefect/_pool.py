@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import sys
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,11 +21,9 @@ from styrmin_backend.agent.prefect import _protocol
 logger = logging.getLogger(__name__)
 
 _REFILL_DELAY_SECONDS = 1.0
-"""How long after the last action ended a replacement starts, while others are still ready: actions
-and the hook steps that follow each other (pre, core, post) then do not share the CPU with a process
-that imports Prefect (seconds of CPU)."""
-_REFILL_MAX_DEFER_SECONDS = 30.0
-"""How long after the last action started a replacement starts at the latest, even while actions run."""
+"""How long after the last action started a replacement starts, while others are still ready: hook
+steps that follow each other quickly (pre, core, post) then do not share the CPU with a process that
+imports Prefect."""
 
 
 class RunnerProcessError(Exception):
@@ -125,9 +122,9 @@ class RunnerProcess:
 class RunnerPool:
     """Keeps ``size`` runner processes started and ready; hands each out once.
 
-    Processes start one at a time, and, while others are ready, only once no action runs (at the
-    latest half a minute after the last one started): starting one is CPU-heavy (imports), and would
-    slow the actions running meanwhile. A request that finds no ready process waits for the next one.
+    Processes start one at a time, and a little after the last action started: starting one is
+    CPU-heavy (imports), and would slow the actions running meanwhile. A request that finds no ready
+    process waits for the next one.
     """
 
     def __init__(self, size: int, env: Mapping[str, str], python: str = sys.executable) -> None:
@@ -139,7 +136,6 @@ class RunnerPool:
         self._full = asyncio.Event()
         self._starting: asyncio.Task[None] | None = None
         self._delayed_fill: asyncio.TimerHandle | None = None
-        self._taken: list[RunnerProcess] = []
         self._closed = False
 
     def fill(self) -> None:
@@ -181,7 +177,6 @@ class RunnerPool:
                 if isinstance(process, RunnerProcessError):
                     raise process
                 if process.alive:
-                    self._taken.append(process)
                     return process
         finally:
             self._waiting -= 1
@@ -193,19 +188,7 @@ class RunnerPool:
         if self._waiting or self._ready.empty():
             self.fill()
         else:
-            self._fill_once_idle(time.monotonic() + _REFILL_MAX_DEFER_SECONDS)
-
-    def _fill_once_idle(self, latest: float) -> None:
-        """Fill a second after no taken process runs any more (or at ``latest``, or when none is ready)."""
-
-        def check() -> None:
-            self._taken = [process for process in self._taken if process.alive]
-            if self._taken and time.monotonic() < latest and not self._ready.empty():
-                self._fill_once_idle(latest)
-            else:
-                self.fill()
-
-        self._delayed_fill = asyncio.get_running_loop().call_later(_REFILL_DELAY_SECONDS, check)
+            self._delayed_fill = asyncio.get_running_loop().call_later(_REFILL_DELAY_SECONDS, self.fill)
 
     async def close(self) -> None:
         """Stop the ready processes and the one starting."""
