@@ -31,6 +31,7 @@ from styrmin._http import (
 from styrmin._wait import WaitState
 from styrmin.models import (
     Change,
+    Configuration,
     Deployment,
     Driver,
     DriverPush,
@@ -288,6 +289,21 @@ class AsyncTasks:
         answers once the task has ended or that time has passed, whichever comes first: a long poll.
         """
         return await self._client.send(calls.get_task(task_id, wait_until_end))
+
+    async def retry(self, task_id: int) -> Change:
+        """Request failed task ``task_id``'s change again; the answer's ``task`` is the new task.
+
+        Only the latest task of its type for its deployment can be retried (ConflictError otherwise).
+        """
+        return await self._client.send(calls.retry_task(task_id))
+
+    async def configuration(self, task_id: int) -> Configuration:
+        """The configuration the task's change applies, secret values included.
+
+        Only the actions of that task may read it, with their own token; every other caller reads a
+        deployment's configuration, where secret values are shown only as set.
+        """
+        return await self._client.send(calls.get_task_configuration(task_id))
 
     async def wait(
         self,

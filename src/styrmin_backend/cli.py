@@ -11,11 +11,15 @@ from rich.console import Console
 
 from styrmin_backend.api import create_app
 from styrmin_backend.bootstrap import prepare_database
+from styrmin_backend.data_dir import restrict_new_files
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.migrate import upgrade_database
 
-app = typer.Typer(help="Styrmin control plane.", no_args_is_help=True, add_completion=False)
+# Plain tracebacks: Rich would wrap them at 80 columns in a log file, splitting paths.
+app = typer.Typer(
+    help="Styrmin control plane.", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
+)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 console = Console(stderr=True)
@@ -89,6 +93,7 @@ def agent() -> None:
 @app.command()
 def server(host: HostOption = None, port: PortOption = None) -> None:
     """Run the API server (production: set STYRMIN_DATABASE_URL to PostgreSQL)."""
+    restrict_new_files()
     _serve(Settings(), host, port)
 
 

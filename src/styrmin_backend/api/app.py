@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+
 from fastapi import APIRouter, FastAPI
 from sqlalchemy import Engine
 
+from styrmin_backend.api.deps import API_PREFIX
 from styrmin_backend.api.errors import ERROR_RESPONSES, install_error_handlers
 from styrmin_backend.api.routes import agent, agents, auth, deployments, drivers, tasks, users
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory
 from styrmin_backend.web import install_web
-
-API_PREFIX = "/api/v1"
 
 
 def create_app(settings: Settings, engine: Engine) -> FastAPI:
@@ -27,6 +28,8 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    # Set when the server is about to stop: agents' long polls then answer at once.
+    app.state.stopping = threading.Event()
     install_error_handlers(app)
 
     api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)

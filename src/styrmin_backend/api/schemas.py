@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
-from styrmin_backend.domain.deployments import DeploymentStatus
 from styrmin_backend.domain.limits import OUTPUT_TAIL_MAX_BYTES
 from styrmin_backend.domain.roles import Role
+from styrmin_backend.domain.secrets import SECRET_SET, conceal_configuration
+from styrmin_backend.domain.status import DeploymentStatus, Status
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.drivers import ActionSummary, ComponentSummary, DriverSpec
 from styrmin_backend.services.changes import Configuration
@@ -223,20 +224,31 @@ class DeploymentOut(BaseModel):
     app_version: str
     running_app_version: str | None = Field(description="What the cluster runs, as last applied.")
     running_driver_version: str | None
-    configuration: dict[str, Any]
+    configuration: dict[str, Any] = Field(
+        description=f'Secret values (see docs/configuration.md) are shown only as "{SECRET_SET}" when set.'
+    )
     stopped_components: list[str]
     components_status: list[ComponentStatus] | None = Field(
         default=None,
         description="The component workloads as the agent last saw them; null before it reported.",
     )
     components_status_at: datetime | None = None
-    status: DeploymentStatus
+    status: DeploymentStatus = Field(
+        description="deploying, running, upgrade-failed, stopped, failed, deleting or deleted (see the "
+        "status rule in docs/api.md)."
+    )
+    status_reason: str = Field(default="", description="One sentence saying why the status is what it is.")
+    status_task_id: int | None = Field(default=None, description="The task that decided the status.")
     revision: int
     created_at: datetime
     updated_at: datetime
 
     @classmethod
-    def of(cls, row: DeploymentRow) -> DeploymentOut:
+    def of(
+        cls, row: DeploymentRow, status: Status | None = None, *, with_secrets: bool = False
+    ) -> DeploymentOut:
+        """The deployment as users read it, with its ``status`` as the status rule decides it;
+        ``with_secrets`` only for the agent that applies it."""
         return cls(
             id=row.id,
             name=row.name,
@@ -247,13 +259,15 @@ class DeploymentOut(BaseModel):
             app_version=row.app_version,
             running_app_version=row.running_app_version,
             running_driver_version=row.running_driver_version,
-            configuration=row.configuration,
+            configuration=row.configuration if with_secrets else conceal_configuration(row.configuration),
             stopped_components=list(row.stopped_components),
             components_status=[ComponentStatus.model_validate(c) for c in row.components_status]
             if row.components_status
             else None,
             components_status_at=row.components_status_at,
-            status=DeploymentStatus(row.status),
+            status=status.state if status else DeploymentStatus(row.status),
+            status_reason=status.reason if status else "",
+            status_task_id=status.task_id if status else None,
             revision=row.last_revision,
             created_at=row.created_at,
             updated_at=row.updated_at,
@@ -455,6 +469,10 @@ class ClaimRequest(Strict):
     lease_seconds: StrictInt = Field(default=60, ge=5, le=3600)
     wait_seconds: float = Field(
         default=0, ge=0, le=30, description="Wait up to this long for a task (long poll)."
+    )
+    started_by_actions_only: bool = Field(
+        default=False,
+        description="Claim only a task that an action started (an agent whose slots are all taken).",
     )
 
     @property

@@ -9,11 +9,12 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
-from styrmin_backend.api.deps import Db, Reader, require
-from styrmin_backend.api.schemas import MAX_ID, TaskOut, TaskPageOut, TaskSummary
+from styrmin_backend.api.deps import Db, Reader, Writer, require
+from styrmin_backend.api.routes.deployments import change_out
+from styrmin_backend.api.schemas import MAX_ID, ChangeOut, ConfigurationIn, TaskOut, TaskPageOut, TaskSummary
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
-from styrmin_backend.services import tasks
+from styrmin_backend.services import changes, tasks
 from styrmin_backend.services.tasks import MAX_PAGE_SIZE
 from styrmin_backend.store.db import transaction
 
@@ -95,3 +96,18 @@ async def _until_ended(request: Request, task_id: int, seconds: float) -> None:
         if time.monotonic() >= deadline or await request.is_disconnected():
             return
         await asyncio.sleep(_END_POLL_SECONDS)
+
+
+@router.post("/tasks/{task_id}/retry", response_model=ChangeOut, status_code=202)
+def retry_task(task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, principal: Writer) -> ChangeOut:
+    """Request a failed task's change again: a new revision and a new task (409 unless the task failed
+    and is the latest of its type for its deployment)."""
+    return change_out(db, changes.retry_task(db, task_id, by=principal))
+
+
+@router.get("/tasks/{task_id}/configuration", response_model=ConfigurationIn)
+def get_task_configuration(
+    task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, principal: Reader
+) -> ConfigurationIn:
+    """For the task's own actions only: the configuration its change applies, secret values included."""
+    return ConfigurationIn.model_validate(tasks.configuration_for_actions(db, task_id, by=principal))
