@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import builtins
 import inspect
+import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TypeVar
@@ -64,7 +66,7 @@ class AsyncClient:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         retries: int = DEFAULT_RETRIES,
-        verify: bool | str = True,
+        verify: bool | str | ssl.SSLContext = True,
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -280,9 +282,13 @@ class AsyncTasks:
                 return
             before = page.next_before
 
-    async def get(self, task_id: int) -> Task:
-        """One task with its steps, result and origin."""
-        return await self._client.send(calls.get_task(task_id))
+    async def get(self, task_id: int, *, wait_until_end: float = 0) -> Task:
+        """One task with its steps, result and origin.
+
+        With ``wait_until_end`` (seconds, at most 60; keep it below the client's timeout), the server
+        answers once the task has ended or that time has passed, whichever comes first: a long poll.
+        """
+        return await self._client.send(calls.get_task(task_id, wait_until_end))
 
     async def retry(self, task_id: int) -> Change:
         """Request failed task ``task_id``'s change again; the answer's ``task`` is the new task.
@@ -311,13 +317,19 @@ class AsyncTasks:
         """Poll the task until it ends and return it; ``on_progress`` (sync or async) gets it first and
         at every change.
 
+        Without ``on_progress``, each read waits on the server until the task ends (a long poll),
+        so the end is seen at once; with it, the task is read every ``interval`` seconds.
+
         Raises:
             WaitTimeoutError: it has not ended after ``timeout`` seconds.
             TaskFailedError: it failed, when ``raise_on_failure`` is True.
         """
         state = WaitState(task_id, interval, timeout)
         while True:
-            task = await self.get(task_id)
+            # Without progress to report, each read waits on the server for the task's end.
+            long_poll = 0.0 if on_progress is not None else state.long_poll_seconds(self._read_timeout())
+            asked = time.monotonic()
+            task = await self.get(task_id, wait_until_end=long_poll)
             if state.changed(task) and on_progress is not None:
                 outcome = on_progress(task)
                 if inspect.isawaitable(outcome):
@@ -325,7 +337,13 @@ class AsyncTasks:
             pause = state.next_pause(task, raise_on_failure)
             if pause is None:
                 return task
+            if long_poll and time.monotonic() - asked >= long_poll / 2:
+                continue  # the server waited: ask again at once
             await asyncio.sleep(pause)
+
+    def _read_timeout(self) -> float | None:
+        read: float | None = self._client._http.timeout.read
+        return read
 
 
 class AsyncUsers:

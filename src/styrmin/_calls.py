@@ -235,8 +235,9 @@ def list_tasks(
     return Call("GET", "/tasks", model(TaskPage), params=params)
 
 
-def get_task(task_id: int) -> Call[Task]:
-    return Call("GET", f"/tasks/{_seg(int(task_id))}", model(Task))
+def get_task(task_id: int, wait_until_end: float = 0) -> Call[Task]:
+    params = {"wait_until_end": f"{wait_until_end:g}"} if wait_until_end > 0 else None
+    return Call("GET", f"/tasks/{_seg(int(task_id))}", model(Task), params=params)
 
 
 def retry_task(task_id: int) -> Call[Change]:

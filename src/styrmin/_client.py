@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -68,7 +69,7 @@ class Client:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         retries: int = DEFAULT_RETRIES,
-        verify: bool | str = True,
+        verify: bool | str | ssl.SSLContext = True,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
@@ -282,9 +283,13 @@ class Tasks:
                 return
             before = page.next_before
 
-    def get(self, task_id: int) -> Task:
-        """One task with its steps, result and origin."""
-        return self._client.send(calls.get_task(task_id))
+    def get(self, task_id: int, *, wait_until_end: float = 0) -> Task:
+        """One task with its steps, result and origin.
+
+        With ``wait_until_end`` (seconds, at most 60; keep it below the client's timeout), the server
+        answers once the task has ended or that time has passed, whichever comes first: a long poll.
+        """
+        return self._client.send(calls.get_task(task_id, wait_until_end))
 
     def retry(self, task_id: int) -> Change:
         """Request failed task ``task_id``'s change again; the answer's ``task`` is the new task.
@@ -312,19 +317,31 @@ class Tasks:
     ) -> Task:
         """Poll the task until it ends and return it; ``on_progress`` gets it first and at every change.
 
+        Without ``on_progress``, each read waits on the server until the task ends (a long poll),
+        so the end is seen at once; with it, the task is read every ``interval`` seconds.
+
         Raises:
             WaitTimeoutError: it has not ended after ``timeout`` seconds.
             TaskFailedError: it failed, when ``raise_on_failure`` is True.
         """
         state = WaitState(task_id, interval, timeout)
         while True:
-            task = self.get(task_id)
+            # Without progress to report, each read waits on the server for the task's end.
+            long_poll = 0.0 if on_progress is not None else state.long_poll_seconds(self._read_timeout())
+            asked = time.monotonic()
+            task = self.get(task_id, wait_until_end=long_poll)
             if state.changed(task) and on_progress is not None:
                 on_progress(task)
             pause = state.next_pause(task, raise_on_failure)
             if pause is None:
                 return task
+            if long_poll and time.monotonic() - asked >= long_poll / 2:
+                continue  # the server waited: ask again at once
             time.sleep(pause)
+
+    def _read_timeout(self) -> float | None:
+        read: float | None = self._client._http.timeout.read
+        return read
 
 
 class Users:

@@ -7,6 +7,9 @@ import time
 from styrmin.errors import TaskFailedError, WaitTimeoutError
 from styrmin.models import Task, TaskStatus
 
+LONG_POLL_SECONDS = 10.0
+"""How long one read of a waited-for task may wait on the server for its end."""
+
 
 class WaitState:
     """Tracks one wait: what was last reported and when the wait gives up."""
@@ -17,6 +20,16 @@ class WaitState:
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self._last: Task | None = None
+
+    def long_poll_seconds(self, read_timeout: float | None) -> float:
+        """How long the next read may wait on the server for the task's end (within the deadline
+        and, with room to spare, the client's read timeout)."""
+        seconds = LONG_POLL_SECONDS
+        if read_timeout is not None:
+            seconds = min(seconds, read_timeout / 2)
+        if self.deadline is not None:
+            seconds = min(seconds, self.deadline - time.monotonic())
+        return max(seconds, 0.0)
 
     def changed(self, task: Task) -> bool:
         """Whether ``task`` differs from what was last reported (always True the first time)."""

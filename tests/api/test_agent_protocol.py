@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from sqlalchemy import update
@@ -293,3 +295,40 @@ def test_renewing_a_lease_extends_it_and_a_lost_task_is_refused(stack: Stack) ->
         f"/api/v1/agent/tasks/{task_id}/lease", json={"lease_seconds": 60}, headers=agent
     )
     assert ended.status_code == 409 and f"Task {task_id} is succeeded" in ended.json()["message"]
+
+
+def test_a_read_waiting_for_a_task_answers_with_its_end_once_the_agent_ends_it(stack: Stack) -> None:
+    _deploy(stack)
+    agent = _agent(stack)
+    task_id = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()["task"]["id"]
+    reader = stack.headers(stack.make_user("reader", Role.READ_ONLY))
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(
+            stack.client.get, f"/api/v1/tasks/{task_id}", params={"wait_until_end": 60}, headers=reader
+        )
+        time.sleep(0.5)  # the read is waiting on the server
+        stack.client.post(f"/api/v1/agent/tasks/{task_id}/end", json={}, headers=agent)
+        answer = waiting.result(timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "succeeded"
+
+
+def test_a_read_waiting_for_a_task_that_goes_on_answers_with_it_still_running(stack: Stack) -> None:
+    _deploy(stack)
+    agent = _agent(stack)
+    task_id = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()["task"]["id"]
+    admin = stack.headers(stack.token_for("admin"))
+    answer = stack.client.get(f"/api/v1/tasks/{task_id}", params={"wait_until_end": 0.2}, headers=admin)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "running"
+
+
+def test_a_waiting_read_is_refused_without_a_token_or_beyond_a_minute(stack: Stack) -> None:
+    task_id = _deploy(stack)
+    assert stack.client.get(f"/api/v1/tasks/{task_id}", params={"wait_until_end": 5}).status_code == 401
+    admin = stack.headers(stack.token_for("admin"))
+    too_long = stack.client.get(f"/api/v1/tasks/{task_id}", params={"wait_until_end": 61}, headers=admin)
+    assert too_long.status_code == 422
+    assert "wait_until_end" in too_long.text
+    missing = stack.client.get("/api/v1/tasks/999999", params={"wait_until_end": 5}, headers=admin)
+    assert missing.status_code == 404

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
+
+import httpx
 
 import styrmin
 from styrmin_backend.actions._backend import ApiFailed, ApiRefused, ApiUnavailable
 from styrmin_backend.drivers import DriverSpec
 
 WAIT_INTERVAL_SECONDS = 0.5
-"""How often a primitive reads the task it waits for."""
+"""How often a primitive reads the task it waits for when the server answers at once; a current server
+holds each read until the task ends (a long poll), so the primitive sees the end as it happens."""
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], styrmin.AsyncClient]] = (
     weakref.WeakKeyDictionary()
@@ -23,12 +28,19 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, s
 action calls several primitives in a row. The action's process ends with its action, closing them."""
 
 
+@cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS settings every SDK client of this process shares: loading the CA bundle takes ~50 ms
+    (much more on a busy machine), so it is done once, by the runner process before its job arrives."""
+    return httpx.create_ssl_context()
+
+
 def _client_for(url: str) -> styrmin.AsyncClient:
     token = os.environ.get(styrmin.TOKEN_ENV, "").strip()
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
     key = (url, token)
     if key not in per_loop:
-        per_loop[key] = styrmin.AsyncClient(url=url, token=token or None)
+        per_loop[key] = styrmin.AsyncClient(url=url, token=token or None, verify=tls_context())
     return per_loop[key]
 
 

@@ -96,6 +96,12 @@ def get_task_detail(session: Session, task_id: int) -> TaskDetail:
     return TaskDetail(task, steps, started, started_by)
 
 
+def task_is_waiting(session: Session, task_id: int) -> bool:
+    """Whether task ``task_id`` exists and has not ended yet (one row read, for long polls)."""
+    status = session.scalar(select(TaskRow.status).where(TaskRow.id == task_id))
+    return status is not None and not TaskStatus(status).ended
+
+
 def configuration_for_actions(session: Session, task_id: int, *, by: Principal) -> dict[str, Any]:
     """The configuration the change of ``task_id`` applies, secret values included, for its own actions.
 

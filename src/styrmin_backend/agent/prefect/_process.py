@@ -59,6 +59,18 @@ def _warm_up() -> None:
     from prefect import flow
 
     from styrmin_backend.actions import GlobalContext  # what every action imports
+    from styrmin_backend.actions._api import tls_context
+    from styrmin_backend.domain.redaction import redact
+
+    # Loaded on first use otherwise, during an action: detect-secrets' plugins (the redaction of a
+    # command's output; about 0.3 s, seconds on a busy machine), the SDK clients' CA bundle, the
+    # modules the cluster client's HTTP library loads when its first client is made, and the emoji
+    # table of Prefect's console log handler.
+    redact("warm-up", ["warm-up"])
+    tls_context()
+    import rich._emoji_codes  # noqa: F401
+
+    _make_a_cluster_client()
 
     def _warm(context: Any = None) -> None:
         """Never run: only its parameters are validated and serialised, to build pydantic's schemas."""
@@ -68,6 +80,26 @@ def _warm_up() -> None:
     _warm.__annotations__ = {"context": GlobalContext | None, "return": None}
     warm = flow(_warm)
     warm.serialize_parameters(warm.validate_parameters({"context": None}))
+
+
+def _make_a_cluster_client() -> None:
+    """Make, and drop, a cluster client of a placeholder cluster: the first one made loads its HTTP
+    library's transport modules (about 1 s on a busy machine). Nothing is sent."""
+    import contextlib
+    import importlib
+
+    from lightkube import AsyncClient, KubeConfig
+
+    placeholder = {
+        "clusters": [{"name": "warm-up", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "warm-up", "user": {"token": "warm-up"}}],
+        "contexts": [{"name": "warm-up", "context": {"cluster": "warm-up", "user": "warm-up"}}],
+        "current-context": "warm-up",
+    }
+    AsyncClient(KubeConfig.from_dict(placeholder))
+    for module in ("trio", "socksio"):  # loaded by the first request otherwise, when installed
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
 
 
 def _accepted(function: Any, parameters: dict[str, Any]) -> dict[str, Any]:

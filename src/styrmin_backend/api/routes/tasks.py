@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
 
-from styrmin_backend.api.deps import Db, Reader, Writer
+from styrmin_backend.api.deps import Db, Reader, Writer, require
 from styrmin_backend.api.routes.deployments import change_out
 from styrmin_backend.api.schemas import MAX_ID, ChangeOut, ConfigurationIn, TaskOut, TaskPageOut, TaskSummary
+from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services import changes, tasks
 from styrmin_backend.services.tasks import MAX_PAGE_SIZE
+from styrmin_backend.store.db import transaction
+
+MAX_WAIT_UNTIL_END_SECONDS = 60.0
+"""The longest a read of one task waits for it to end."""
+_END_POLL_SECONDS = 0.05
+"""How often a waiting read looks at the task's status: one row, by its key."""
 
 router = APIRouter(tags=["tasks"])
 
@@ -36,9 +46,56 @@ def list_tasks(
 
 
 @router.get("/tasks/{task_id}", response_model=TaskOut)
-def get_task(task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, _: Reader) -> TaskOut:
-    """One task: its steps in order with errors, notes and output, and the tasks it started."""
-    return TaskOut.of_detail(tasks.get_task_detail(db, task_id))
+async def get_task(
+    task_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    request: Request,
+    wait_until_end: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=MAX_WAIT_UNTIL_END_SECONDS,
+            description="Answer once the task has ended, or after this many seconds (a long poll).",
+        ),
+    ] = 0,
+) -> TaskOut:
+    """One task: its steps in order with errors, notes and output, and the tasks it started.
+
+    With ``wait_until_end``, the answer waits until the task has ended or that many seconds have
+    passed, so a caller waiting for a task learns of its end at once without asking many times a second.
+    """
+    # Each look at the database is a transaction of its own, so no connection is held while waiting.
+    factory = request.app.state.session_factory
+
+    def authenticate() -> None:
+        with transaction(factory) as session:
+            _reader(request, session)
+
+    def read() -> TaskOut:
+        with transaction(factory) as session:
+            return TaskOut.of_detail(tasks.get_task_detail(session, task_id))
+
+    await run_in_threadpool(authenticate)
+    if wait_until_end > 0:
+        await _until_ended(request, task_id, wait_until_end)
+    return await run_in_threadpool(read)
+
+
+_reader = require(Role.READ_ONLY)
+
+
+async def _until_ended(request: Request, task_id: int, seconds: float) -> None:
+    """Return once task ``task_id`` has ended (or does not exist), ``seconds`` have passed, or the caller left."""
+    factory = request.app.state.session_factory
+
+    def waiting() -> bool:
+        with transaction(factory) as session:
+            return tasks.task_is_waiting(session, task_id)
+
+    deadline = time.monotonic() + seconds
+    while await run_in_threadpool(waiting):
+        if time.monotonic() >= deadline or await request.is_disconnected():
+            return
+        await asyncio.sleep(_END_POLL_SECONDS)
 
 
 @router.post("/tasks/{task_id}/retry", response_model=ChangeOut, status_code=202)

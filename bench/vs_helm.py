@@ -1,0 +1,417 @@
+"""Benchmark: the example driver's real upgrade under Styrmin, beside the same upgrade done with Helm.
+
+One run starts the stack `styrmin up` runs (server, embedded local cluster, Prefect server, agent,
+through ``styrmin_backend.local.run_locally`` as the driver authors' harness does) in a temporary data
+dir, and times on that one local cluster:
+
+- Styrmin: the example driver's ``upgrade`` action (stop the task worker, upgrade the chart, run
+  ``shop migrate`` in a Job with the new image, start the task worker), from the upgrade request to
+  the task's end;
+- Helm, what a user would do instead: ``helm upgrade --wait`` with the task worker at 0 replicas and a
+  post-upgrade hook Job running ``shop migrate``, then ``helm upgrade --wait`` with the worker at 1
+  (helm_python, the same chart, its own namespace and database).
+
+It prints each round, the medians and the ratio beside its target (<= 2x), then: the first upgrade
+after the stack is ready (<= 3x Helm), an upgrade while another deployment's upgrade runs, and one
+empty action (an upgrade whose only hook step runs an action that does nothing; <= 0.5 s).
+
+``--profile`` prints, instead, the timeline of one upgrade: every HTTP request the agent and the
+action's process send (to Styrmin, Prefect and the cluster), the hand-over of the job to the
+pre-started process, the reading of ``actions.py``, the Styrmin task's and step's recorded times, the
+tasks the primitives start, and the flow run's states, each with the gap since the mark before.
+
+    uv run python bench/vs_helm.py [--rounds 10] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import yaml
+
+import styrmin
+from styrmin_backend.testing import StyrminStack
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "drivers" / "shop"
+TIMELINE_DIR = Path(__file__).resolve().parent / "_timeline"
+HELM_NAMESPACE = "helm-shop"
+POLL_SECONDS = 0.02
+"""How often the benchmark reads a task it waits for: small beside the figures."""
+
+MIGRATE_HOOK = """{{- if .Values.migrateHook }}
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-migrate
+  annotations:
+    "helm.sh/hook": post-install,post-upgrade
+    "helm.sh/hook-delete-policy": before-hook-creation
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: migrate
+          image: "{{ .Values.server.image.repository }}:{{ .Values.server.image.tag }}"
+          command: ["shop", "migrate"]
+          env:
+            {{- include "shop.env" . | nindent 12 }}
+{{- end }}
+"""
+
+EMPTY_ACTIONS = """from prefect import flow
+
+from styrmin_backend.actions import GlobalContext
+
+
+@flow
+async def empty(context: GlobalContext) -> None:
+    return None
+"""
+
+
+# --- Styrmin -------------------------------------------------------------------------------------
+
+
+def wait_task(stack: StyrminStack, task_id: int) -> styrmin.Task:
+    return stack.client.tasks.wait(task_id, interval=POLL_SECONDS, timeout=300)
+
+
+def styrmin_upgrade(stack: StyrminStack, name: str, version: str) -> tuple[float, styrmin.Task]:
+    """Seconds from the upgrade request to the task's end, and the ended task (which must succeed)."""
+    started = time.perf_counter()
+    change = stack.client.deployments.upgrade(name, app_version=version)
+    assert change.task is not None
+    task = wait_task(stack, change.task.id)
+    elapsed = time.perf_counter() - started
+    if task.status != styrmin.TaskStatus.SUCCEEDED:
+        from styrmin_backend.testing import describe
+
+        raise SystemExit(f"The upgrade of {name} to {version} failed:\n{describe(task)}")
+    return elapsed, task
+
+
+def empty_action_driver(tmp: Path, version: str, with_action: bool) -> Path:
+    """The example driver at ``version`` whose only action (if any) is an empty upgrade core action."""
+    folder = tmp / f"shop-empty-{version}"
+    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (folder / "actions.py").write_text(EMPTY_ACTIONS)
+    spec = yaml.safe_load((folder / "driver.styrmin.yml").read_text())
+    spec["metadata"]["version"] = version
+    spec["spec"]["actions"] = (
+        [{"name": "empty", "hook": "upgrade", "mode": "core", "location": "actions.py::empty"}]
+        if with_action
+        else []
+    )
+    (folder / "driver.styrmin.yml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return folder
+
+
+def empty_action_upgrade(stack: StyrminStack, tmp: Path, version: str) -> float:
+    stack.client.drivers.push(empty_action_driver(tmp, version, with_action=True))
+    started = time.perf_counter()
+    change = stack.client.deployments.upgrade("empty", driver_version=version)
+    assert change.task is not None
+    task = wait_task(stack, change.task.id)
+    elapsed = time.perf_counter() - started
+    assert task.status == styrmin.TaskStatus.SUCCEEDED, task
+    return elapsed
+
+
+# --- Helm ----------------------------------------------------------------------------------------
+
+
+class HelmShop:
+    """The example chart with a post-upgrade hook Job running the migration, under Helm."""
+
+    def __init__(self, kubeconfig: Path, tmp: Path) -> None:
+        self.chart = tmp / "helm-chart"
+        shutil.copytree(EXAMPLE / "chart", self.chart)
+        (self.chart / "templates" / "migrate-hook.yaml").write_text(MIGRATE_HOOK)
+        self.config = helm.Config(kubeconfig_path=str(kubeconfig), namespace=HELM_NAMESPACE)
+
+    @staticmethod
+    def values(version: str, workers: int, migrate: bool) -> dict[str, Any]:
+        return {
+            "server": {"image": {"tag": version}},
+            "taskWorker": {"replicas": workers, "image": {"tag": version}},
+            "migrateHook": migrate,
+        }
+
+    def install(self, version: str) -> None:
+        self.config.install(
+            str(self.chart),
+            "shop",
+            self.values(version, 1, True),
+            namespace=HELM_NAMESPACE,
+            create_namespace=True,
+            wait="watcher",
+            timeout=120,
+        )
+
+    def upgrade(self, version: str) -> float:
+        """Seconds for the two `helm upgrade --wait`: worker stopped and migration hook, then worker back."""
+        started = time.perf_counter()
+        for workers, migrate in ((0, True), (1, False)):
+            self.config.upgrade(
+                str(self.chart),
+                "shop",
+                self.values(version, workers, migrate),
+                namespace=HELM_NAMESPACE,
+                wait="watcher",
+                timeout=120,
+            )
+        return time.perf_counter() - started
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+def verdict(value: float, target: float) -> str:
+    return "met" if value <= target else "NOT met"
+
+
+def deploy(stack: StyrminStack, name: str) -> None:
+    task = stack.create(name, driver="shop", driver_version="1.0.0", app_version="1.0.0")
+    assert task.status == styrmin.TaskStatus.SUCCEEDED, task
+
+
+def allow_a_slow_prefect_start(seconds: float) -> None:
+    """Give the local Prefect server ``seconds`` to start: on a busy machine its first start (imports and
+    migrations) can take longer than the default two minutes."""
+    from styrmin_backend.agent.prefect import server
+
+    start = server.LocalPrefectServer.start
+
+    def patient_start(self: server.LocalPrefectServer, timeout: float = seconds) -> None:
+        start(self, timeout)
+
+    server.LocalPrefectServer.start = patient_start  # type: ignore[method-assign]
+
+
+def run(args: argparse.Namespace, tmp: Path) -> None:
+    catalogs = [EXAMPLE / "catalog"]
+    allow_a_slow_prefect_start(600)
+    with StyrminStack.start(tmp / "data", catalogs) as stack:
+        print(f"stack ready in {time.perf_counter() - T0:.1f} s", flush=True)
+        stack.client.drivers.push(EXAMPLE)
+        deploy(stack, "shop")
+        first, _ = styrmin_upgrade(stack, "shop", "1.1.0")
+        print(f"first upgrade after the stack is ready: {first:.2f} s", flush=True)
+        helm_shop = HelmShop(stack.cluster.kubeconfig_path, tmp)
+        helm_shop.install("1.0.0")
+        helm_first = helm_shop.upgrade("1.1.0")
+        print(f"first Helm upgrade: {helm_first:.2f} s", flush=True)
+        if args.profile:
+            time.sleep(5)  # the pool refills
+            profile(stack, "1.2.0", tmp)
+            return
+        deploy(stack, "other")
+        stack.client.drivers.push(empty_action_driver(tmp, "100.0.0", with_action=False))
+        empty = stack.create("empty", driver="shop", driver_version="100.0.0")
+        assert empty.status == styrmin.TaskStatus.SUCCEEDED, empty
+        time.sleep(5)  # the agent refills its pool of action processes
+        styrmin_times: list[float] = []
+        helm_times: list[float] = []
+        for index in range(args.rounds):
+            version = f"1.{index + 2}.0"
+            seconds, _ = styrmin_upgrade(stack, "shop", version)
+            helm_seconds = helm_shop.upgrade(version)
+            styrmin_times.append(seconds)
+            helm_times.append(helm_seconds)
+            print(
+                f"round {index + 1}: styrmin {seconds:.2f} s, helm+hook {helm_seconds:.2f} s, "
+                f"ratio {seconds / helm_seconds:.2f}",
+                flush=True,
+            )
+            time.sleep(2)  # operators do not upgrade several times a second: let the pool refill
+        concurrent = []
+        empties = []
+        for index in range(max(3, args.rounds // 3)):
+            version = f"1.{args.rounds + index + 2}.0"
+            other = stack.client.deployments.upgrade("other", app_version=version)
+            time.sleep(0.3)  # the other upgrade's action is running
+            seconds, _ = styrmin_upgrade(stack, "shop", version)
+            assert other.task is not None
+            wait_task(stack, other.task.id)
+            concurrent.append(seconds)
+            time.sleep(2)
+            empties.append(empty_action_upgrade(stack, tmp, f"100.{index + 1}.0"))
+            time.sleep(2)
+        median_styrmin = statistics.median(styrmin_times)
+        median_helm = statistics.median(helm_times)
+        ratio = median_styrmin / median_helm
+        print()
+        print(
+            f"styrmin upgrade (example driver):  median {median_styrmin:.2f} s over {len(styrmin_times)} rounds"
+        )
+        print(f"helm upgrade + post-upgrade hook:  median {median_helm:.2f} s")
+        print(f"ratio: {ratio:.2f}   (target <= 2: {verdict(ratio, 2)})")
+        first_ratio = first / median_helm
+        print(
+            f"first upgrade after ready: {first:.2f} s, {first_ratio:.2f}x helm   (target <= 3: {verdict(first_ratio, 3)})"
+        )
+        print(
+            f"upgrade while another deployment's upgrade runs: median {statistics.median(concurrent):.2f} s, "
+            f"{statistics.median(concurrent) / median_helm:.2f}x helm"
+        )
+        median_empty = statistics.median(empties)
+        print(
+            f"one empty action, request to task end: median {median_empty:.3f} s   (target <= 0.5 s: {verdict(median_empty, 0.5)})"
+        )
+
+
+# --- --profile -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def agent_marks(mark: Callable[..., None]) -> Iterator[None]:
+    """Mark, in this process (where the agent runs), the hand-over of a job to a runner process."""
+    from styrmin_backend.agent.prefect import _pool, runner
+
+    original_send = _pool.RunnerProcess.send_job
+    original_run = runner.ActionRunner.run_action
+
+    def send_job(self: Any, job: dict[str, Any]) -> None:
+        mark("agent: job sent to the pre-started process")
+        original_send(self, job)
+
+    async def run_action(self: Any, *args: Any, **kwargs: Any) -> Any:
+        mark("agent: run_action called")
+        try:
+            return await original_run(self, *args, **kwargs)
+        finally:
+            mark("agent: run_action returned the outcome")
+
+    _pool.RunnerProcess.send_job = send_job  # type: ignore[method-assign]
+    runner.ActionRunner.run_action = run_action  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        _pool.RunnerProcess.send_job = original_send  # type: ignore[method-assign]
+        runner.ActionRunner.run_action = original_run  # type: ignore[method-assign]
+
+
+def _stamp(value: datetime | None) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def profile(stack: StyrminStack, version: str, tmp: Path) -> None:
+    marks_file = Path(os.environ["VS_HELM_TIMELINE"])
+    sys.path.insert(0, str(TIMELINE_DIR))
+    import sitecustomize  # the tracer, here only for its mark() and HTTP wrappers
+
+    sitecustomize._PATH = str(marks_file)
+    marks_file.write_text("")
+    with agent_marks(sitecustomize.mark):
+        requested = time.time()
+        seconds, task = styrmin_upgrade(stack, "shop", version)
+        ended = time.time()
+    events: list[tuple[float, str]] = [(requested, "bench: upgrade requested")]
+    for line in marks_file.read_text().splitlines():
+        mark = json.loads(line)
+        if not requested <= mark["t"] <= ended + 1:
+            continue
+        who = "agent" if mark["pid"] == os.getpid() else f"process {mark['pid']}"
+        if "argv" in mark:
+            mark["what"] += f" ({mark['argv']})"
+        if who == "agent" and mark.get("sync"):
+            continue  # the benchmark's own reads of the task
+        if mark["what"] == "http":
+            events.append((mark["started"], f"{who}: -> {_label(mark['request'], stack)}"))
+            events.append((mark["t"], f"{who}: <- {mark['status']} ({mark['t'] - mark['started']:.3f} s)"))
+        else:
+            events.append(
+                (
+                    mark["t"],
+                    mark["what"] if mark["what"].startswith("agent") else f"{who}: {mark['what'][9:]}",
+                )
+            )
+    for label, value in (("task started", task.started_at), ("task ended", task.ended_at)):
+        if (t := _stamp(value)) is not None:
+            events.append((t, f"styrmin: {label} ({task.type.value} {task.id})"))
+    for step in task.steps:
+        for label, value in (("started", step.started_at), ("ended", step.ended_at)):
+            if (t := _stamp(value)) is not None:
+                events.append((t, f"styrmin: step {step.name!r} {label}"))
+        for started in step.started_tasks:
+            child = stack.client.tasks.get(started.id)
+            for label, value in (("started", child.started_at), ("ended", child.ended_at)):
+                if (t := _stamp(value)) is not None:
+                    events.append((t, f"styrmin: started task {child.id} ({child.type.value}) {label}"))
+        if step.flow_run_id:
+            events.extend(asyncio.run(_flow_run_states(stack.prefect_api_url, step.flow_run_id)))
+    events.append((ended, "bench: saw the task ended"))
+    events.sort()
+    print(
+        f"\ntimeline of one upgrade ({seconds:.2f} s, request to task end); gap = time since the line before"
+    )
+    previous = requested
+    for t, what in events:
+        print(f"{t - requested:7.3f} s  +{t - previous:6.3f}  {what}")
+        previous = t
+
+
+def _label(request: str, stack: StyrminStack) -> str:
+    method, _, rest = request.partition(" ")
+    host, _, path = rest.partition("/")
+    where = {
+        stack.url.split("//", 1)[1].rstrip("/"): "styrmin",
+        stack.prefect_api_url.split("//", 1)[1].split("/", 1)[0]: "prefect",
+    }.get(host, "cluster")
+    return f"{where} {method} /{path}"
+
+
+async def _flow_run_states(api_url: str, flow_run_id: str) -> list[tuple[float, str]]:
+    from uuid import UUID
+
+    from prefect.client.orchestration import PrefectClient
+
+    async with PrefectClient(api_url) as client:
+        states = await client.read_flow_run_states(UUID(flow_run_id))
+        flow_run = await client.read_flow_run(UUID(flow_run_id))
+    events = [(flow_run.created.timestamp(), "prefect: flow run created")] if flow_run.created else []
+    events += [(state.timestamp.timestamp(), f"prefect: flow run {state.name}") for state in states]
+    return events
+
+
+T0 = time.perf_counter()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--profile", action="store_true", help="print the timeline of one upgrade instead")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="styrmin-bench-helm-"))
+    if args.profile:
+        # Every process started from here on (the agent's action processes) marks its timeline.
+        os.environ["VS_HELM_TIMELINE"] = str(tmp / "timeline.jsonl")
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(TIMELINE_DIR), os.environ.get("PYTHONPATH")])
+        )
+    try:
+        run(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
