@@ -31,6 +31,9 @@ from styrmin.errors import (
     WaitTimeoutError,
 )
 from styrmin.models import (
+    Backup,
+    BackupChange,
+    BackupFile,
     Change,
     Configuration,
     Deployment,
@@ -66,6 +69,9 @@ __all__ = [
     "APIError",
     "AsyncClient",
     "AuthenticationError",
+    "Backup",
+    "BackupChange",
+    "BackupFile",
     "BadRequestError",
     "Change",
     "Client",

@@ -10,6 +10,7 @@ import threading
 import uuid
 from pathlib import Path
 
+from styrmin_backend.agent.backups import BackupFolder
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.agent.reconciliation import AgentParts, Reconciliation
@@ -77,7 +78,12 @@ class Agent:
         previous, instance = _new_instance(settings.data_dir)
         runner = ActionRunner(settings.prefect_api_url, pool_size=settings.runner_pool_size, owner=instance)
         parts = AgentParts(
-            api, cluster, HelmReleases(kubeconfig), runner, DriverCache(api, settings.data_dir / "drivers")
+            api,
+            cluster,
+            HelmReleases(kubeconfig),
+            runner,
+            DriverCache(api, settings.data_dir / "drivers"),
+            BackupFolder(settings.backup_dir or settings.data_dir / "backups"),
         )
         try:
             await cluster.ensure_crd()
