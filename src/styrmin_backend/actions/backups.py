@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import styrmin
-from styrmin_backend.actions._api import log_progress, styrmin_client
+from styrmin_backend.actions._backend import backend_for
+from styrmin_backend.actions._rules import calling_api
 from styrmin_backend.actions.commands import DEFAULT_COMMAND_TIMEOUT_SECONDS, CommandResult, execute_commands
-from styrmin_backend.actions.components import WAIT_INTERVAL_SECONDS
+from styrmin_backend.actions.components import _running_started_task, _wait
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError
 from styrmin_backend.domain.backups import BACKUP_DIR_ENV
@@ -51,45 +52,24 @@ async def execute_backup_commands(
     )
 
 
-async def create_backup(context: GlobalContext) -> styrmin.Backup:
+async def create_backup(context: GlobalContext) -> styrmin.Task:
     """Back up the deployment now, through its driver's backup hook, and wait until the backup ends.
 
     Meant for an upgrade pre-hook: the backup is labelled pre-upgrade, and the failed upgrade's page
     offers to restore it. A retried action whose backup task still runs waits for that one.
 
     Returns:
-        The backup, succeeded.
+        The ended Backup task, which succeeded.
 
     Raises:
         ActionError: the API refused (e.g. the driver declares no backup action) or the backup failed.
     """
+    backend = backend_for(context)
     doing = f'create_backup() of deployment "{context.deployment_name}"'
-    async with styrmin_client(context, doing) as client:
-        running = await _running_backup(client, context)
+    async with calling_api(backend, doing):
+        running = await _running_started_task(backend, context, styrmin.TaskType.BACKUP)
         if running is None:
-            taken = await client.backups.create(context.deployment_name, started_by_step=context.hook_step_id)
-            running = taken.task.id
-        log_progress(f"{doing}: waiting for task {running}")
-        task = await client.tasks.wait(running, interval=WAIT_INTERVAL_SECONDS)
-        if task.status == styrmin.TaskStatus.FAILED:
-            raise ActionError(f"{doing}: task {task.id} (backup) failed: {task.error or 'no error given'}")
-        backups = await client.backups.list(context.deployment_name)
-        backup = next((b for b in backups if b.task_id == task.id), None)
-        if backup is None:
-            raise ActionError(f"{doing}: task {task.id} succeeded but recorded no backup.")
-        log_progress(f"{doing}: backup {backup.id} succeeded ({len(backup.files)} files)")
-        return backup
-
-
-async def _running_backup(client: styrmin.AsyncClient, context: GlobalContext) -> int | None:
-    """A backup task this hook step started that has not ended, if there is one."""
-    task = await client.tasks.get(context.task_id)
-    for step in task.steps:
-        if step.id == context.hook_step_id:
-            for started in step.started_tasks:
-                if started.type == styrmin.TaskType.BACKUP and started.status in (
-                    styrmin.TaskStatus.PENDING,
-                    styrmin.TaskStatus.RUNNING,
-                ):
-                    return started.id
-    return None
+            running = await backend.api.request_backup(
+                context.deployment_name, started_by_step=context.hook_step_id
+            )
+        return await _wait(backend, running, doing)
