@@ -11,6 +11,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+import yaml
 from lightkube.resources.apps_v1 import Deployment
 
 import styrmin
@@ -134,3 +135,65 @@ def test_a_deployment_whose_driver_has_no_backup_action_cannot_be_backed_up(
     with pytest.raises(styrmin.ConflictError) as refused:
         stack.client.backups.create(name)
     assert "declares no action for the backup hook" in str(refused.value)
+
+
+PRE_UPGRADE_ACTIONS = """
+from prefect import flow
+
+from styrmin_backend.actions import GlobalContext, create_backup
+
+
+@flow
+async def back_up_first(context: GlobalContext) -> None:
+    await create_backup(context=context)
+"""
+
+
+def test_a_failed_upgrade_is_undone_by_restoring_the_backup_its_pre_hook_took(
+    styrmin_stack: StyrminStack, tmp_path: Path
+) -> None:
+    from tests.actions.conftest import action, push_example
+
+    stack, name = styrmin_stack, "backup-undo"
+    example = {
+        a["name"]: a
+        for a in yaml.safe_load((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())["spec"]["actions"]
+    }
+    push_example(
+        stack,
+        tmp_path,
+        "9.4.0",
+        actions_source=PRE_UPGRADE_ACTIONS,
+        actions=[*example.values(), action("back_up_first", "upgrade", "pre", "back_up_first")],
+    )
+    created = stack.create(name, driver="shop", driver_version="9.4.0", app_version="2.0.0")
+    assert created.status == "succeeded", describe(created)
+    _add_order(stack, name, "kept through the failed upgrade")
+
+    # The example's migrations only go forward: this upgrade's migration fails after the chart moved.
+    failed = stack.upgrade(name, app_version="1.5.0")
+
+    assert failed.status == "failed", describe(failed)
+    (pre_backup,) = failed.steps[0].started_tasks
+    assert (failed.steps[0].name, pre_backup.type, pre_backup.status) == (
+        hook_step_name(Hook.UPGRADE, Mode.PRE),
+        "backup",
+        "succeeded",
+    )
+    assert _server_image(stack, name) == "example.com/shop/server:1.5.0"
+    (backup,) = [b for b in stack.client.backups.list(name) if b.task_id == pre_backup.id]
+    assert (backup.label, backup.app_version) == ("pre-upgrade", "2.0.0")
+
+    restored = stack.wait(stack.client.deployments.restore(name, backup.id))
+
+    assert restored.status == "succeeded", describe(restored)
+    assert restored.steps[1].name == restore_version_step("2.0.0")
+    assert _server_image(stack, name) == "example.com/shop/server:2.0.0"
+    assert _schema(stack, name) == "2.0.0"
+    assert _orders(stack, name) == ["kept through the failed upgrade"]
+    deployment = stack.client.deployments.get(name)
+    assert (deployment.status, deployment.running_app_version, deployment.stopped_components) == (
+        "running",
+        "2.0.0",
+        [],
+    )
