@@ -116,20 +116,31 @@ def fail_expired_leases(session: Session, cluster: str) -> list[int]:
 
 
 def claim_next_task(
-    session: Session, agent: AgentIdentity, lease: timedelta, token_lifetime: timedelta
+    session: Session,
+    agent: AgentIdentity,
+    lease: timedelta,
+    token_lifetime: timedelta,
+    *,
+    started_by_actions_only: bool = False,
 ) -> Claim | None:
-    """Claim the oldest pending task of the agent's cluster, start it, and mint its actions token.
+    """Claim the next pending task of the agent's cluster, start it, and mint its actions token.
 
-    A task started by an action is claimed like any other: it never waits behind the task that
-    started it (that one is still running and waits for it).
+    Tasks started by an action come first, oldest first, then the other tasks, oldest first: the
+    task that started one is running and waits for it, so it must never wait behind new work. An
+    agent whose slots are all taken asks with ``started_by_actions_only`` and runs them beside its
+    slots (see docs/agent.md).
     """
+    # An idle claim (an agent long-polls several times a second) only reads: on SQLite every write
+    # takes the one write lock, and a write per poll starved lease renewals and step writes.
     fail_expired_leases(session, agent.cluster)
-    session.execute(update(AgentRow).where(AgentRow.id == agent.id).values(last_seen_at=utcnow()))
+    _record_seen(session, agent)
+    pending = select(TaskRow.id).where(
+        TaskRow.cluster == agent.cluster, TaskRow.status == TaskStatus.PENDING.value
+    )
+    if started_by_actions_only:
+        pending = pending.where(TaskRow.parent_task_id.is_not(None))
     candidates = session.scalars(
-        select(TaskRow.id)
-        .where(TaskRow.cluster == agent.cluster, TaskRow.status == TaskStatus.PENDING.value)
-        .order_by(TaskRow.id)
-        .limit(20)
+        pending.order_by(TaskRow.parent_task_id.is_(None), TaskRow.id).limit(20)
     ).all()
     for task_id in candidates:
         # A conditional update claims it: of two agents racing, exactly one changes the row.
@@ -153,6 +164,18 @@ def claim_next_task(
     return None
 
 
+_SEEN_EVERY = timedelta(seconds=10)
+"""How often a polling agent's ``last_seen_at`` is written (the Agents page counts 60 s as connected)."""
+
+
+def _record_seen(session: Session, agent: AgentIdentity) -> None:
+    """Note that the agent called, unless that was noted less than ``_SEEN_EVERY`` ago."""
+    now = utcnow()
+    seen = session.scalar(select(AgentRow.last_seen_at).where(AgentRow.id == agent.id))
+    if seen is None or now - as_utc(seen) >= _SEEN_EVERY:
+        session.execute(update(AgentRow).where(AgentRow.id == agent.id).values(last_seen_at=now))
+
+
 def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
     """Task ``task_id`` if ``agent`` holds its lease; raises Conflict otherwise."""
     task = session.get(TaskRow, task_id)
@@ -167,10 +190,24 @@ def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
 
 
 def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: timedelta) -> TaskRow:
-    """Extend the agent's lease of a task it is running."""
-    task = held_task(session, agent, task_id)
-    task.lease_expires_at = utcnow() + lease
-    return task
+    """Extend the agent's lease of a task it is running; raises Conflict when it no longer holds it.
+
+    One conditional UPDATE, written before anything is read: on SQLite a transaction that reads and
+    then writes fails at once with "database is locked" when another write came in between, and a
+    renewal must never fail because other tasks are busy.
+    """
+    renewed = session.execute(
+        update(TaskRow)
+        .where(
+            TaskRow.id == task_id,
+            TaskRow.claimed_by == agent.id,
+            TaskRow.status == TaskStatus.RUNNING.value,
+        )
+        .values(lease_expires_at=utcnow() + lease)
+    )
+    if renewed.rowcount != 1:  # type: ignore[attr-defined]
+        return held_task(session, agent, task_id)  # raises, saying why
+    return held_task(session, agent, task_id)
 
 
 def end_claimed_task(

@@ -212,3 +212,14 @@ class BackupRow(Base):
     created_at: Mapped[datetime]
     ended_at: Mapped[datetime | None]
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class LoginFailureRow(Base):
+    """Failed logins counted under one key (a user name and address, or an address): see login_throttle."""
+
+    __tablename__ = "login_failures"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer)
+    last_failed_at: Mapped[datetime]
+    blocked_until: Mapped[datetime | None]

@@ -95,7 +95,11 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                 raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
             agent = agents.authenticate_agent(db, key)
             claimed = agents.claim_next_task(
-                db, agent, lease=body.lease, token_lifetime=settings.actions_token_lifetime
+                db,
+                agent,
+                lease=body.lease,
+                token_lifetime=settings.actions_token_lifetime,
+                started_by_actions_only=body.started_by_actions_only,
             )
             if claimed is None:
                 return None
@@ -103,7 +107,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                 task=TaskSummary.of(claimed.task),
                 change_type=claimed.task.type,
                 change=claimed.change.spec if claimed.change else {},
-                deployment=DeploymentOut.of(claimed.deployment),
+                deployment=DeploymentOut.of(claimed.deployment, with_secrets=True),
                 actions_token=claimed.actions_token,
                 styrmin_url=settings.effective_public_url,
             )

@@ -1,7 +1,7 @@
 """Backups: one row per backup of a deployment, with its files and the task that took it.
 
-Revision ID: 0004_backups
-Revises: 0003
+Revision ID: 0005_backups
+Revises: 0004_tokens_secrets
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004_backups"
-down_revision = "0003"
+revision = "0005_backups"
+down_revision = "0004_tokens_secrets"
 branch_labels = None
 depends_on = None
 
