@@ -11,7 +11,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +70,7 @@ class _Serving:
 
     def __init__(self, app: FastAPI, settings: Settings, agent_settings: AgentSettings) -> None:
         self.url = settings.effective_public_url
+        self._app = app
         self._server = uvicorn.Server(
             uvicorn.Config(
                 app,
@@ -106,11 +107,21 @@ class _Serving:
 
     def stop(self) -> None:
         """Stop the agent once its running tasks have ended, then the server."""
+        self._app.state.stopping.set()  # the agent's claim (a long poll) answers at once
         if self._agent_thread.is_alive():
             self._agent_loop.call_soon_threadsafe(self._stop.set)
             self._agent_thread.join(60)
         self._server.should_exit = True
         self._server_thread.join(30)
+
+
+def _stop_side_by_side(*stops: Callable[[], None]) -> None:
+    """Call each of ``stops`` in a thread of its own and wait for all (each bounds its own wait)."""
+    threads = [threading.Thread(target=stop, name="styrmin-stop") for stop in stops]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 _PREFECT_RESTART_TIMEOUT_SECONDS = 300.0
@@ -191,7 +202,8 @@ def run_locally(
         )
         prefect = LocalPrefectServer(data / "prefect", port=prefect_port)
         prefect.start()
-        stack.callback(prefect.stop)
+        # Once the server, the agent and the supervisor are stopped, Prefect and the cluster stop side by side.
+        stack.callback(_stop_side_by_side, prefect.stop, cluster.stop)
         supervisor = _PrefectSupervisor(prefect)
         supervisor.start()
         stack.callback(supervisor.stop)

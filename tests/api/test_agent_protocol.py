@@ -176,7 +176,7 @@ def test_an_agent_reports_component_workloads_of_its_own_cluster_only(stack: Sta
     assert other.status_code == 404
 
 
-def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_deployment_failed(
+def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_upgrade_failed(
     stack: Stack,
 ) -> None:
     _deploy(stack)
@@ -201,14 +201,17 @@ def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_deployme
     assert stop.status_code == 202, stop.text
     stop_task = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()["task"]["id"]
     stack.client.post(f"/api/v1/agent/tasks/{stop_task}/end", json={}, headers=agent)
-    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json()["status"] == "stopped"
+    # The upgrade still runs, so the deployment is being deployed, whatever its started tasks did...
+    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json()["status"] == "deploying"
     # ...then its migration fails: the upgrade's end decides the deployment's status.
     stack.client.post(
         f"/api/v1/agent/tasks/{upgrade}/end",
         json={"error": "Step Run the upgrade hook failed."},
         headers=agent,
     )
-    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json()["status"] == "failed"
+    shown = stack.client.get("/api/v1/deployments/shop", headers=admin).json()
+    assert shown["status"] == "upgrade-failed"
+    assert shown["status_task_id"] == upgrade and "The upgrade to 2.0.0 failed" in shown["status_reason"]
 
 
 def test_tasks_started_by_actions_are_claimed_first_even_by_a_full_agent(stack: Stack) -> None:

@@ -37,7 +37,10 @@ def _deploy_with_actions(stack: Stack) -> int:
         )  # fmt: skip
         assert created.task is not None
         task_id = created.task.id
-    Progress(stack).finish_create(task_id)
+    progress = Progress(stack)
+    progress.start(task_id)
+    progress.end_step(progress.step(task_id, "Install the application"))
+    progress.end(task_id, result={"applied": {"app_version": "1.0.0", "driver_version": "2.0.0"}})
     return task_id
 
 
@@ -119,7 +122,7 @@ def test_a_failed_upgrade_offers_the_backup_its_pre_hook_took(web: Stack) -> Non
     upgrade = progress.upgrade("shop", "1.1.0")
     progress.start(upgrade)
     pre = progress.step(upgrade, hook_step_name(Hook.UPGRADE, Mode.PRE))
-    _, token = web.actions_token()
+    _, token = web.actions_token(task_id=upgrade)
     response = web.client.post(
         "/api/v1/deployments/shop/backups",
         json={"started_by_step": pre},

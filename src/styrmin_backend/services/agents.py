@@ -6,14 +6,13 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
-from styrmin_backend.domain.deployments import DeploymentStatus
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
-from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
-from styrmin_backend.services import auth, backups, workflow
+from styrmin_backend.domain.tasks import StepStatus, TaskStatus
+from styrmin_backend.services import auth, backups, deployment_status, workflow
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
@@ -192,11 +191,10 @@ def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
 def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: timedelta) -> TaskRow:
     """Extend the agent's lease of a task it is running; raises Conflict when it no longer holds it.
 
-    One conditional UPDATE, written before anything is read: on SQLite a transaction that reads and
-    then writes fails at once with "database is locked" when another write came in between, and a
-    renewal must never fail because other tasks are busy.
+    One conditional UPDATE, so the renewal holds the database's write lock (SQLite has one) for a
+    single statement: a renewal must never fail because other tasks keep the database busy.
     """
-    renewed = session.execute(
+    session.execute(
         update(TaskRow)
         .where(
             TaskRow.id == task_id,
@@ -205,9 +203,7 @@ def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: tim
         )
         .values(lease_expires_at=utcnow() + lease)
     )
-    if renewed.rowcount != 1:  # type: ignore[attr-defined]
-        return held_task(session, agent, task_id)  # raises, saying why
-    return held_task(session, agent, task_id)
+    return held_task(session, agent, task_id)  # raises, saying why, when the agent does not hold it
 
 
 def end_claimed_task(
@@ -237,40 +233,7 @@ def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str
     task.lease_expires_at = None
     if task.actions_token_id is not None:
         auth.revoke_actions_token(session, task.actions_token_id)
-    _set_deployment_status(session, task)
-
-
-def _set_deployment_status(session: Session, task: TaskRow) -> None:
-    deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
-    if deployment is None or task.revision is None:
-        return
-    # The status follows the latest change that ended: an earlier change ending late does not undo it.
-    # Tasks this task's actions started end before it does and are part of it: its end decides.
-    later = session.scalars(
-        select(TaskRow.id).where(
-            TaskRow.deployment_id == deployment.id,
-            TaskRow.revision > task.revision,
-            TaskRow.status.in_([TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value]),
-            or_(TaskRow.parent_task_id.is_(None), TaskRow.parent_task_id != task.id),
-        )
-    ).first()
-    applied = (task.result or {}).get("applied")
-    if task.status == TaskStatus.SUCCEEDED.value and isinstance(applied, dict) and later is None:
-        deployment.running_app_version = str(applied.get("app_version") or deployment.running_app_version)
-        deployment.running_driver_version = str(
-            applied.get("driver_version") or deployment.running_driver_version
-        )
-    if later is not None:
-        return
-    if task.status == TaskStatus.FAILED.value:
-        deployment.status = DeploymentStatus.FAILED.value
-    elif task.type == TaskType.DELETE.value:
-        deployment.status = DeploymentStatus.DELETED.value
-    elif deployment.stopped_components:
-        deployment.status = DeploymentStatus.STOPPED.value
-    else:
-        deployment.status = DeploymentStatus.RUNNING.value
-    deployment.updated_at = utcnow()
+    deployment_status.record_task_end(session, task)
 
 
 def report_components(
