@@ -30,6 +30,8 @@ from styrmin._http import (
 )
 from styrmin._wait import WaitState
 from styrmin.models import (
+    Backup,
+    BackupChange,
     Change,
     Configuration,
     Deployment,
@@ -82,6 +84,7 @@ class AsyncClient:
         self.tasks = AsyncTasks(self)
         self.users = AsyncUsers(self)
         self.steps = AsyncSteps(self)
+        self.backups = AsyncBackups(self)
 
     def __repr__(self) -> str:
         return f"AsyncClient(url={self.url!r}, token={'set' if self.token else None})"
@@ -238,6 +241,11 @@ class AsyncDeployments:
     ) -> Change:
         """Start components again."""
         return await self._client.send(calls.set_components(name, components, True, started_by_step))
+
+    async def restore(self, name: str, backup_id: int) -> Change:
+        """Restore backup ``backup_id``: the application goes back to the backup's version, then the
+        driver's restore hook brings its data back."""
+        return await self._client.send(calls.restore_deployment(name, backup_id))
 
     async def delete(self, name: str) -> Change:
         """Delete the deployment (the agent uninstalls it)."""
@@ -412,3 +420,22 @@ class AsyncSteps:
     async def store_output(self, step_id: int, tail: str, *, truncated: bool) -> None:
         """Store the kept end of a failed command's output on the step (``truncated``: its start was cut)."""
         await self._client.send(calls.store_step_output(step_id, tail, truncated))
+
+
+class AsyncBackups:
+    """Backups of deployments: take one, list them, read one (restore is ``deployments.restore``)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def list(self, deployment: str) -> builtins.list[Backup]:
+        """The backups of a deployment, newest first."""
+        return await self._client.send(calls.list_backups(deployment))
+
+    async def get(self, backup_id: int) -> Backup:
+        """One backup with its files."""
+        return await self._client.send(calls.get_backup(backup_id))
+
+    async def create(self, deployment: str, *, started_by_step: int | None = None) -> BackupChange:
+        """Back up a deployment; refused (ConflictError) when its driver declares no backup action."""
+        return await self._client.send(calls.create_backup(deployment, started_by_step))

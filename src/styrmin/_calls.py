@@ -13,6 +13,8 @@ import httpx
 from styrmin._http import Call, model, no_content, raw_content
 from styrmin.errors import ConfigurationError, FieldError, InvalidDriverError
 from styrmin.models import (
+    Backup,
+    BackupChange,
     Change,
     Configuration,
     Deployment,
@@ -209,6 +211,27 @@ def set_components(
 
 def delete_deployment(name: str) -> Call[Change]:
     return Call("DELETE", f"/deployments/{_seg(name)}", model(Change))
+
+
+# --- backups -----------------------------------------------------------------------------------
+
+
+def list_backups(name: str) -> Call[list[Backup]]:
+    return Call("GET", f"/deployments/{_seg(name)}/backups", model(list[Backup]))
+
+
+def get_backup(backup_id: int) -> Call[Backup]:
+    return Call("GET", f"/backups/{_seg(backup_id)}", model(Backup))
+
+
+def create_backup(name: str, started_by_step: int | None) -> Call[BackupChange]:
+    body = _with_origin({}, started_by_step)
+    return Call("POST", f"/deployments/{_seg(name)}/backups", model(BackupChange), json=body)
+
+
+def restore_deployment(name: str, backup_id: int) -> Call[Change]:
+    body = {"backup_id": backup_id}
+    return Call("POST", f"/deployments/{_seg(name)}/restore", model(Change), json=body)
 
 
 # --- tasks -------------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ from styrmin._http import (
 )
 from styrmin._wait import WaitState
 from styrmin.models import (
+    Backup,
+    BackupChange,
     Change,
     Configuration,
     Deployment,
@@ -85,6 +87,7 @@ class Client:
         self.tasks = Tasks(self)
         self.users = Users(self)
         self.steps = Steps(self)
+        self.backups = Backups(self)
 
     def __repr__(self) -> str:
         return f"Client(url={self.url!r}, token={'set' if self.token else None})"
@@ -242,6 +245,11 @@ class Deployments:
     def start(self, name: str, components: Sequence[str], *, started_by_step: int | None = None) -> Change:
         """Start components again."""
         return self._client.send(calls.set_components(name, components, True, started_by_step))
+
+    def restore(self, name: str, backup_id: int) -> Change:
+        """Restore backup ``backup_id``: the application goes back to the backup's version, then the
+        driver's restore hook brings its data back."""
+        return self._client.send(calls.restore_deployment(name, backup_id))
 
     def delete(self, name: str) -> Change:
         """Delete the deployment (the agent uninstalls it)."""
@@ -403,3 +411,22 @@ class Steps:
     def store_output(self, step_id: int, tail: str, *, truncated: bool) -> None:
         """Store the kept end of a failed command's output on the step (``truncated``: its start was cut)."""
         self._client.send(calls.store_step_output(step_id, tail, truncated))
+
+
+class Backups:
+    """Backups of deployments: take one, list them, read one (restore is ``deployments.restore``)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(self, deployment: str) -> builtins.list[Backup]:
+        """The backups of a deployment, newest first."""
+        return self._client.send(calls.list_backups(deployment))
+
+    def get(self, backup_id: int) -> Backup:
+        """One backup with its files."""
+        return self._client.send(calls.get_backup(backup_id))
+
+    def create(self, deployment: str, *, started_by_step: int | None = None) -> BackupChange:
+        """Back up a deployment; refused (ConflictError) when its driver declares no backup action."""
+        return self._client.send(calls.create_backup(deployment, started_by_step))

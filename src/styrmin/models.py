@@ -312,3 +312,41 @@ __all__ = [
     "User",
     "WhoAmI",
 ]
+
+
+class BackupFile(_Model):
+    """One file of a backup: its path in the backup's folder, size and sha256."""
+
+    name: str
+    size: int
+    sha256: str
+
+
+class Backup(_Model):
+    """A backup of a deployment: the versions and configuration it was taken at, and its files."""
+
+    id: int
+    deployment: str
+    driver: str
+    driver_version: str
+    app_version: str
+    revision: int
+    configuration: dict[str, Any] = Field(default_factory=dict)
+    location: str
+    key: str
+    files: list[BackupFile]
+    status: TaskStatus
+    label: str = Field(description="manual, scheduled or pre-upgrade.")
+    requested_by: str
+    task_id: int | None
+    created_at: Time
+    ended_at: Time | None = None
+    error: str | None = None
+
+
+class BackupChange(_Model):
+    """The answer to a backup request: the backup, and the task that takes it."""
+
+    backup: Backup
+    deployment: Deployment
+    task: TaskSummary

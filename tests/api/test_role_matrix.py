@@ -48,6 +48,10 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/deployments/{name}/stop"): Role.READ_WRITE,
     ("POST", "/api/v1/deployments/{name}/start"): Role.READ_WRITE,
     ("DELETE", "/api/v1/deployments/{name}"): Role.READ_WRITE,
+    ("GET", "/api/v1/deployments/{name}/backups"): ANY,
+    ("POST", "/api/v1/deployments/{name}/backups"): Role.READ_WRITE,
+    ("POST", "/api/v1/deployments/{name}/restore"): Role.READ_WRITE,
+    ("GET", "/api/v1/backups/{backup_id}"): ANY,
     ("POST", "/api/v1/agents"): Role.ADMIN,
     ("GET", "/api/v1/agents"): Role.ADMIN,
     ("DELETE", "/api/v1/agents/{name}"): Role.ADMIN,
@@ -75,6 +79,8 @@ ACTIONS_MAY: set[tuple[str, str]] = {
     ("PUT", "/api/v1/deployments/{name}/configuration"),
     ("POST", "/api/v1/deployments/{name}/stop"),
     ("POST", "/api/v1/deployments/{name}/start"),
+    ("POST", "/api/v1/deployments/{name}/backups"),
+    ("GET", "/api/v1/deployments/{name}/backups"),
     ("GET", "/api/v1/tasks/{task_id}"),
     ("GET", "/api/v1/tasks/{task_id}/configuration"),
     ("GET", "/api/v1/drivers/{name}/versions/{version}"),
@@ -106,7 +112,7 @@ def request_for(
 ) -> tuple[str, str, dict[str, Any] | None]:
     """A well-formed request for the endpoint, so that only the caller decides the outcome."""
     url = path.format(
-        token_id=token_id, username="victim", name="shop", task_id=1, version="1.0.0", step_id=1
+        token_id=token_id, username="victim", name="shop", task_id=1, version="1.0.0", step_id=1, backup_id=1
     )
     bodies: dict[tuple[str, str], dict[str, Any]] = {
         ("POST", "/api/v1/auth/login"): {"username": "admin", "password": ADMIN_PASSWORD},
@@ -126,6 +132,8 @@ def request_for(
         ("POST", "/api/v1/deployments/{name}/stop"): {"components": ["task-worker"]},
         ("POST", "/api/v1/deployments/{name}/start"): {"components": ["task-worker"]},
         ("POST", "/api/v1/agents"): {"name": "edge", "cluster": "edge"},
+        ("POST", "/api/v1/deployments/{name}/backups"): {},
+        ("POST", "/api/v1/deployments/{name}/restore"): {"backup_id": 1},
         ("POST", "/api/v1/agent/claim"): {},
         ("POST", "/api/v1/agent/tasks/{task_id}/lease"): {},
         ("POST", "/api/v1/agent/tasks/{task_id}/steps"): {"name": "x"},

@@ -8,6 +8,7 @@ import typer.main
 from pydantic import BaseModel
 
 from styrmin import (
+    Backup,
     Deployment,
     Driver,
     DriverReport,
@@ -47,6 +48,7 @@ def test_every_output_field_is_documented() -> None:
     text = (DOCS / "cli.md").read_text()
     models: list[type[BaseModel]] = [
         WhoAmI, User, Driver, DriverReport, Deployment, TaskSummary, Task, Step, StartedTask, StartedBy,
+        Backup,
     ]  # fmt: skip
     missing = [f"{m.__name__}.{f}" for m in models for f in m.model_fields if f"`{f}`" not in text]
     assert not missing, f"document these fields in docs/cli.md: {missing}"
@@ -58,7 +60,7 @@ def test_the_sdk_docs_name_every_public_call() -> None:
     text = (DOCS / "sdk.md").read_text()
     client = Client("http://127.0.0.1:1", "")
     calls = [f"client.{n}(" for n in ("login", "logout", "whoami")]
-    for group in ("drivers", "deployments", "tasks", "users"):
+    for group in ("drivers", "deployments", "tasks", "users", "backups"):
         resource = getattr(client, group)
         calls += [f"{n}(" for n in dir(resource) if not n.startswith("_")]
     client.close()

@@ -124,4 +124,9 @@ def test_the_example_driver_validates_offline_and_pushes(ctl: Ctl) -> None:
     pushed = ctl("drivers", "push", str(example), "-o", "json")
     assert pushed.exit_code == 0, pushed.output
     driver = json.loads(pushed.stdout)["driver"]
-    assert [a["name"] for a in driver["actions"]] == ["initialize_database", "upgrade"]
+    assert [a["name"] for a in driver["actions"]] == [
+        "initialize_database",
+        "upgrade",
+        "back_up_database",
+        "restore_database",
+    ]

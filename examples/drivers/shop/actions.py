@@ -1,9 +1,11 @@
-"""Actions of the shop driver: create the database at setup, migrate it during an upgrade."""
+"""Actions of the shop driver: create the database at setup, migrate it during an upgrade, back it up
+and restore it."""
 
 from prefect import flow, get_run_logger
 
 from styrmin_backend.actions import (
     GlobalContext,
+    execute_backup_commands,
     execute_commands,
     get_component_images,
     start_components,
@@ -41,3 +43,24 @@ async def upgrade(context: GlobalContext, target_version: str) -> None:
     )
     await start_components(components=["task-worker"], context=context)
     logger.info("Upgrade complete")
+
+
+@flow
+async def back_up_database(context: GlobalContext) -> None:
+    images = await get_component_images(component="server", context=context)
+    await execute_backup_commands(
+        ["shop", "backup"], image=images[0], context=context, env_from_component="server"
+    )
+    get_run_logger().info("Database backed up")
+
+
+@flow
+async def restore_database(context: GlobalContext) -> None:
+    # Styrmin brought the application back to the backup's version first: the server's image runs it.
+    await stop_components(components=["task-worker"], context=context)
+    images = await get_component_images(component="server", context=context)
+    await execute_backup_commands(
+        ["shop", "restore"], image=images[0], context=context, env_from_component="server"
+    )
+    await start_components(components=["task-worker"], context=context)
+    get_run_logger().info("Database restored")

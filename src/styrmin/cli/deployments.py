@@ -1,4 +1,4 @@
-"""``styrminctl deployments``: create, list, show, upgrade, configure, stop, start and delete."""
+"""``styrminctl deployments``: create, list, show, upgrade, configure, stop, start, restore and delete."""
 
 from __future__ import annotations
 
@@ -366,6 +366,23 @@ def start(
     with state().client() as client:
         change = client.deployments.start(name, _components(client, name, components, all_components))
         finish_change(client, "Starting components of", change, wait, timeout, output)
+
+
+@app.command()
+@handle_errors
+def restore(
+    name: NameArgument,
+    backup: Annotated[
+        int, typer.Option("--backup", help="The backup's id (see: styrminctl backups list).", min=1)
+    ],
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Restore a backup: the application goes back to the backup's version, then its data comes back."""
+    with state().client() as client:
+        change = client.deployments.restore(name, backup)
+        finish_change(client, "Restoring", change, wait, timeout, output)
 
 
 @app.command()

@@ -1,5 +1,6 @@
 """What a driver's actions import: the context Styrmin passes them and the built-in primitives."""
 
+from styrmin_backend.actions.backups import create_backup, execute_backup_commands
 from styrmin_backend.actions.commands import CommandResult, execute_commands
 from styrmin_backend.actions.components import (
     start_components,
@@ -15,6 +16,8 @@ __all__ = [
     "CommandFailed",
     "CommandResult",
     "GlobalContext",
+    "create_backup",
+    "execute_backup_commands",
     "execute_commands",
     "get_component_images",
     "start_components",

@@ -122,6 +122,11 @@ class SdkApi:
             )
         return None if change.task is None else change.task.id
 
+    async def request_backup(self, deployment: str, *, started_by_step: int) -> int:
+        with _sdk_errors():
+            taken = await self._client.backups.create(deployment, started_by_step=started_by_step)
+        return taken.task.id
+
     async def configured_env(self, task_id: int, component: str) -> dict[str, str]:
         with _sdk_errors():
             configuration = await self._client.tasks.configuration(task_id)

@@ -84,6 +84,10 @@ class StyrminApi(Protocol):
         """Ask for an upgrade linked to the step; the id of its task, None when nothing changes."""
         ...
 
+    async def request_backup(self, deployment: str, *, started_by_step: int) -> int:
+        """Ask for a backup linked to the step; the id of its Backup task."""
+        ...
+
     async def get_task(self, task_id: int) -> styrmin.Task:
         """A task with its steps and the tasks they started."""
         ...

@@ -48,3 +48,11 @@ class GlobalContext(BaseModel):
     api_url: str = Field(
         description="URL of the Styrmin API the primitives call; the token is in STYRMIN_TOKEN, not here."
     )
+    backup_id: int | None = Field(
+        default=None, description="In the backup and restore hooks: the backup taken or restored."
+    )
+    backup_folder: str | None = Field(
+        default=None,
+        description="In the backup and restore hooks: the folder of the backup's files, as Jobs see it "
+        "(read it with backup_commands or the STYRMIN_BACKUP_DIR env var of their Job).",
+    )

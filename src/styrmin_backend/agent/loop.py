@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from styrmin_backend.agent.backups import BackupFolder
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch
@@ -117,6 +118,7 @@ class Agent:
             runner,
             DriverCache(api, settings.data_dir / "drivers"),
             prefect,
+            backup_storage=BackupFolder(settings.backup_dir or settings.data_dir / "backups"),
         )
         try:
             await cluster.ensure_crd()

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from styrmin_backend.actions.context import GlobalContext
+from styrmin_backend.agent.backups import BackupFolder, run_backup, run_restore
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionOutcome, ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch, prefect_unreachable_error
@@ -50,6 +51,8 @@ class AgentParts:
     drivers: DriverCache
     prefect: PrefectWatch | None = None
     """The agent's watch of the Prefect server: actions stop when it goes away."""
+    backup_storage: BackupFolder | None = None
+    """Where backups' files are written and read; None when the agent has none (backups then fail)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ class Reconciliation:
         self.namespace: str = claim.deployment["namespace"]
         self.target = self._target()
         self._result: dict[str, Any] = {}
+        self.extra_context: dict[str, Any] = {}
+        """More fields of the actions' GlobalContext (a backup's id and folder)."""
 
     def _target(self) -> Target:
         change, deployment = self.claim.change, self.deployment
@@ -184,6 +189,11 @@ class Reconciliation:
                 await self.parts.cluster.delete_styrmin_deployment(self.namespace, self.name)
                 if not removed:
                     await self.parts.api.add_note(step_id, f"Release {self.name} was not installed.")
+        elif kind in (TaskType.BACKUP, TaskType.RESTORE):
+            storage = self.parts.backup_storage
+            if storage is None:
+                raise StepFailed("This agent has no backup storage location; set STYRMIN_AGENT_BACKUP_DIR.")
+            await (run_backup if kind is TaskType.BACKUP else run_restore)(self, storage)
         else:
             raise StepFailed(f"This agent cannot run {kind} tasks yet.")
 
@@ -238,6 +248,7 @@ class Reconciliation:
             hook=hook,
             mode=mode,
             api_url=self.claim.styrmin_url,
+            **self.extra_context,
         )
         parameters = {"context": context.model_dump(mode="json"), "target_version": self.target.app_version}
         env = {

@@ -24,6 +24,10 @@ class AgentSettings(BaseSettings):
     data_dir: Path = Field(
         default=Path.home() / ".local" / "share" / "styrmin-agent", description="Where drivers are unpacked."
     )
+    backup_dir: Path | None = Field(
+        default=None,
+        description="Folder of backups' files, shared with the cluster's pods; default: DATA_DIR/backups.",
+    )
     concurrency: int = Field(default=8, ge=1, le=64, description="Tasks the agent runs at once.")
     lease_seconds: int = Field(
         default=30, ge=5, le=3600, description="Lease of a claimed task; renewed at a third."

@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 
 from styrmin_backend.api.deps import API_PREFIX
 from styrmin_backend.api.errors import ERROR_RESPONSES, install_error_handlers
-from styrmin_backend.api.routes import agent, agents, auth, deployments, drivers, tasks, users
+from styrmin_backend.api.routes import agent, agents, auth, backups, deployments, drivers, tasks, users
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory
 from styrmin_backend.web import install_web
@@ -33,7 +33,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     install_error_handlers(app)
 
     api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)
-    for module in (auth, users, drivers, deployments, tasks, agents, agent):
+    for module in (auth, users, drivers, deployments, backups, tasks, agents, agent):
         api.include_router(module.router)
     app.include_router(api)
     install_web(app)

@@ -36,6 +36,8 @@ ACTIONS_ROUTES: dict[tuple[str, str], ScopeCheck] = {  # paths below the API pre
     ("POST", "/deployments/{name}/start"): ScopeCheck.OWN_DEPLOYMENT,
     ("POST", "/deployments/{name}/upgrade"): ScopeCheck.OWN_DEPLOYMENT,
     ("PUT", "/deployments/{name}/configuration"): ScopeCheck.OWN_DEPLOYMENT,
+    ("POST", "/deployments/{name}/backups"): ScopeCheck.OWN_DEPLOYMENT,  # create_backup
+    ("GET", "/deployments/{name}/backups"): ScopeCheck.OWN_DEPLOYMENT,
     ("GET", "/tasks"): ScopeCheck.OWN_DEPLOYMENT_QUERY,
     ("GET", "/tasks/{task_id}"): ScopeCheck.TASK_OF_OWN_DEPLOYMENT,
     ("GET", "/tasks/{task_id}/configuration"): ScopeCheck.OWN_TASK,

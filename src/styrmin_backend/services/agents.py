@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus
-from styrmin_backend.services import auth, deployment_status, workflow
+from styrmin_backend.services import auth, backups, deployment_status, workflow
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
@@ -151,6 +151,7 @@ def claim_next_task(
         if claimed.rowcount != 1:  # type: ignore[attr-defined]
             continue
         task = workflow.start_task(session, task_id)
+        backups.record_backup_start(session, task)
         issued = auth.mint_actions_token(session, token_lifetime, task_id=task.id)
         task.actions_token_id = issued.id
         deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
@@ -228,6 +229,7 @@ def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str
     ):
         workflow.end_step(session, step.id, error=error or "The task ended before this step did.")
     workflow.end_task(session, task.id, error=error, result=result)
+    backups.record_backup_end(session, task)
     task.lease_expires_at = None
     if task.actions_token_id is not None:
         auth.revoke_actions_token(session, task.actions_token_id)

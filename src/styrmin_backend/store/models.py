@@ -189,6 +189,31 @@ class StepRow(Base):
     flow_run_id: Mapped[str | None] = mapped_column(String(64))
 
 
+class BackupRow(Base):
+    __tablename__ = "backups"
+    __table_args__ = (Index("ix_backups_deployment_id_id", "deployment_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"))
+    deployment_name: Mapped[str] = mapped_column(String(53))
+    driver_name: Mapped[str] = mapped_column(String(64))
+    driver_version: Mapped[str] = mapped_column(String(64))
+    app_version: Mapped[str] = mapped_column(String(64))
+    revision: Mapped[int] = mapped_column(Integer)
+    configuration: Mapped[dict[str, Any]]
+    # The storage location as the agent described it when the backup was taken, and the folder inside it.
+    location: Mapped[str] = mapped_column(String(512))
+    key: Mapped[str] = mapped_column(String(255))
+    files: Mapped[list[Any]]
+    status: Mapped[str] = mapped_column(String(16))
+    label: Mapped[str] = mapped_column(String(16))
+    requested_by: Mapped[str] = mapped_column(String(64))
+    task_id: Mapped[int | None] = mapped_column(ForeignKey("tasks.id", ondelete="SET NULL"), index=True)
+    created_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)
+
+
 class LoginFailureRow(Base):
     """Failed logins counted under one key (a user name and address, or an address): see login_throttle."""
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from styrmin_backend.testing._context import Context, Result
 from styrmin_backend.testing._memory import (
     ACTIONS_TOKEN,
+    BackupTaken,
     CommandOutcome,
     Component,
     ComponentsStarted,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACTIONS_TOKEN",
+    "BackupTaken",
     "CommandOutcome",
     "Component",
     "ComponentsStarted",

@@ -28,6 +28,7 @@ from typing import Any
 import styrmin
 from styrmin_backend.actions import ActionError, GlobalContext
 from styrmin_backend.actions._backend import use_backend
+from styrmin_backend.domain.backups import backup_key
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.drivers import (
     SPEC_FILE_NAME,
@@ -185,6 +186,7 @@ class Context:
             hook=the_hook,
             mode=the_mode,
             api_url="memory://styrmin",
+            **_backup_fields(the_hook, self.deployment),
         )
         if state.driver_version is None:
             state = replace(state, driver_version=self.spec.metadata.version)
@@ -237,6 +239,17 @@ class Context:
         if declared.location not in self._functions:
             self._functions[declared.location] = load_action_flow(self.folder, declared).fn
         return self._functions[declared.location]
+
+
+BACKUP_ID = 1
+"""The backup a backup or restore action runs for in memory."""
+
+
+def _backup_fields(hook: Hook, deployment: str) -> dict[str, Any]:
+    """The context's backup id and folder in the backup and restore hooks, as the agent gives them."""
+    if hook not in (Hook.BACKUP, Hook.RESTORE):
+        return {}
+    return {"backup_id": BACKUP_ID, "backup_folder": f"/styrmin-backups/{backup_key(deployment, BACKUP_ID)}"}
 
 
 def _configuration(value: Mapping[str, Any] | DeploymentConfiguration) -> DeploymentConfiguration:

@@ -142,6 +142,13 @@ class DeploymentUpgraded:
 
 
 @dataclass(frozen=True)
+class BackupTaken:
+    """``create_backup`` started a backup task, linked to the hook step."""
+
+    deployment: str
+
+
+@dataclass(frozen=True)
 class JobStarted:
     """``execute_commands`` created a Job; ``name`` (random suffix) and ``env`` are not compared."""
 
@@ -178,6 +185,7 @@ Effect = (
     ComponentsStopped
     | ComponentsStarted
     | DeploymentUpgraded
+    | BackupTaken
     | JobStarted
     | JobDeleted
     | NoteAdded
@@ -274,6 +282,11 @@ class MemoryApi:
                 configuration=world.configuration,
             )
         return task.id
+
+    async def request_backup(self, deployment: str, *, started_by_step: int) -> int:
+        self._may_write()
+        self._world.effects.append(BackupTaken(deployment))
+        return self._world.start_task(styrmin.TaskType.BACKUP, started_by_step).id
 
     async def configured_env(self, task_id: int, component: str) -> dict[str, str]:
         self._may_read()

@@ -5,6 +5,9 @@
     shop.py migrate    bring the database schema to this program's version (refused while task
                        workers run; waits SHOP_MIGRATE_WAIT_SECONDS, default 10, for them to stop;
                        refused to an older version: migrations only go forward)
+    shop.py backup     copy the database into STYRMIN_BACKUP_DIR, with its schema version beside it
+    shop.py restore    copy the database back from STYRMIN_BACKUP_DIR (refused unless the backup's schema
+                       version is this program's: restore the version first, then the data)
     shop.py version    print this program's version
     shop.py status     print the database's schema version and the running workers
 
@@ -162,6 +165,55 @@ def run_until_stopped(program: str, heartbeat: bool) -> int:
     return 0
 
 
+BACKUP_FILE = "shop.sqlite3"
+SCHEMA_FILE = "schema-version"
+
+
+def backup_dir() -> Path:
+    folder = os.environ.get("STYRMIN_BACKUP_DIR", "")
+    if not folder:
+        print("STYRMIN_BACKUP_DIR is not set: run this in the backup or restore hook.", file=sys.stderr)
+        raise SystemExit(2)
+    return Path(folder)
+
+
+def backup() -> int:
+    folder = backup_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with closing(connect()) as connection:
+        current = schema_version(connection)
+        if current is None:
+            print(f"The database {database_path()} has no schema: nothing to back up.", file=sys.stderr)
+            return 5
+        # SQLite's online backup: a consistent copy while the server and workers keep running.
+        with closing(sqlite3.connect(folder / BACKUP_FILE)) as target:
+            connection.backup(target)
+    (folder / SCHEMA_FILE).write_text(current + "\n")
+    print(f"Backed up {database_path()} (schema {current}) to {folder / BACKUP_FILE}.")
+    return 0
+
+
+def restore() -> int:
+    folder = backup_dir()
+    source_path = folder / BACKUP_FILE
+    if not source_path.is_file():
+        print(f"The backup has no {BACKUP_FILE} in {folder}.", file=sys.stderr)
+        return 5
+    saved = (folder / SCHEMA_FILE).read_text().strip() if (folder / SCHEMA_FILE).is_file() else "unknown"
+    if saved != version():
+        print(
+            f"The backup's database is at schema {saved}, this program is {version()}: restore it with "
+            f"shop {saved}.",
+            file=sys.stderr,
+        )
+        return 6
+    with closing(sqlite3.connect(source_path)) as source, closing(connect()) as connection:
+        source.backup(connection)
+        restored = schema_version(connection)
+    print(f"Restored {database_path()} from {source_path} (schema {restored}).")
+    return 0
+
+
 def status() -> int:
     with closing(connect()) as connection:
         print(f"schema: {schema_version(connection) or 'none'}")
@@ -186,6 +238,8 @@ def main(argv: list[str]) -> int:
         "work": lambda: run_until_stopped("task-worker", heartbeat=True),
         "migrate": migrate,
         "status": status,
+        "backup": backup,
+        "restore": restore,
         "idle": idle,
         "version": lambda: print(version()) or 0,
     }

@@ -1,0 +1,123 @@
+"""``styrminctl backups``: take a backup of a deployment, list its backups, show one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from styrmin.cli._common import OutputOption, WaitOption, WaitTimeoutOption, handle_errors, state
+from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
+from styrmin.cli.progress import finish_change
+from styrmin.cli.render import _field, _table, age, clean, status, when
+from styrmin.models import Backup, Change
+
+app = typer.Typer(help="Backups of deployments: take one, list them, show one.", no_args_is_help=True)
+
+DeploymentArgument = Annotated[str, typer.Argument(help="The deployment's name.", show_default=False)]
+BackupArgument = Annotated[int, typer.Argument(help="The backup's id.", show_default=False, min=1)]
+
+
+def _size(size: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    return str(size)
+
+
+def backups_table(backups: Sequence[Backup]) -> Group:
+    table = _table("ID", "STATUS", "LABEL", "APP VERSION", "DRIVER", "FILES", "SIZE", "AGE")
+    for b in backups:
+        table.add_row(
+            str(b.id),
+            status(b.status.value),
+            clean(b.label),
+            clean(b.app_version),
+            f"{clean(b.driver)}@{clean(b.driver_version)}",
+            str(len(b.files)),
+            _size(sum(f.size for f in b.files)),
+            age(b.created_at),
+        )
+    return Group(table)
+
+
+def backup_detail(b: Backup) -> Group:
+    parts: list[RenderableType] = [
+        _field("Backup", str(b.id)),
+        _field("Deployment", b.deployment),
+        _field("Status", status(b.status.value)),
+        _field("Label", b.label),
+        _field("Driver", f"{b.driver}@{b.driver_version}"),
+        _field("App version", b.app_version),
+        _field("Revision", str(b.revision)),
+        _field("Requested by", b.requested_by),
+        _field("Task", str(b.task_id) if b.task_id else "-"),
+        _field("Created", when(b.created_at)),
+        _field("Ended", when(b.ended_at)),
+        _field("Location", b.location or "-"),
+        _field("Key", b.key),
+    ]
+    if b.error:
+        parts.append(_field("Error", b.error))
+    parts.append(Text("Files:", style="bold"))
+    if not b.files:
+        parts.append(Text("  none"))
+    for f in b.files:
+        parts.append(Text(f"  {clean(f.name)}  {_size(f.size)}  sha256 {f.sha256}"))
+    return Group(*parts)
+
+
+@app.command()
+@handle_errors
+def create(
+    deployment: DeploymentArgument,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Back up a deployment through its driver's backup hook (refused when the driver has none)."""
+    with state().client() as client:
+        taken = client.backups.create(deployment)
+        if not wait and is_machine(output):
+            emit(taken, output)
+            return
+        if not is_machine(output):
+            make_console().print(Text(f"Backup {taken.backup.id} of {clean(deployment)}:"), soft_wrap=True)
+        finish_change(
+            client, "Backing up", Change(deployment=taken.deployment, task=taken.task), wait, timeout, output
+        )
+        if wait and not is_machine(output):
+            make_console().print(backup_detail(client.backups.get(taken.backup.id)), soft_wrap=True)
+
+
+@app.command("list")
+@handle_errors
+def list_backups(deployment: DeploymentArgument, output: OutputOption = OutputFormat.TEXT) -> None:
+    """List the backups of a deployment, newest first."""
+    with state().client() as client:
+        found = client.backups.list(deployment)
+    if is_machine(output):
+        emit(found, output)
+    elif not found:
+        make_console().print(
+            f"No backups of {clean(deployment)} yet; take one with: styrminctl backups create {clean(deployment)}",
+            soft_wrap=True,
+        )
+    else:
+        make_console().print(backups_table(found))
+
+
+@app.command()
+@handle_errors
+def get(backup_id: BackupArgument, output: OutputOption = OutputFormat.TEXT) -> None:
+    """Show a backup: versions, status, and each file with its size and sha256."""
+    with state().client() as client:
+        backup = client.backups.get(backup_id)
+    if is_machine(output):
+        emit(backup, output)
+    else:
+        make_console().print(backup_detail(backup), soft_wrap=True)

@@ -1,0 +1,75 @@
+"""``execute_backup_commands`` and ``create_backup``: primitives for the backup and restore hooks.
+
+A backup action writes the backup's files with :func:`execute_backup_commands`: a Job like
+``execute_commands``'s that finds the backup's folder in ``STYRMIN_BACKUP_DIR``; a restore action reads
+them back the same way. An upgrade pre-hook calls :func:`create_backup` to take a backup first; the
+Backup task it starts is linked to the hook step, as ``stop_components`` links its Stop task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import styrmin
+from styrmin_backend.actions._backend import backend_for
+from styrmin_backend.actions._rules import calling_api
+from styrmin_backend.actions.commands import DEFAULT_COMMAND_TIMEOUT_SECONDS, CommandResult, execute_commands
+from styrmin_backend.actions.components import _running_started_task, _wait
+from styrmin_backend.actions.context import GlobalContext
+from styrmin_backend.actions.errors import ActionError
+from styrmin_backend.domain.backups import BACKUP_DIR_ENV
+
+
+async def execute_backup_commands(
+    command: Sequence[str] | str,
+    image: str,
+    context: GlobalContext,
+    env_from_component: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_COMMAND_TIMEOUT_SECONDS,
+) -> CommandResult:
+    """Run ``command`` in a Job, as ``execute_commands`` does, with the backup's folder in ``STYRMIN_BACKUP_DIR``.
+
+    Only in the backup hook (the command writes the backup's files there) and the restore hook (it
+    reads them). Everything else is ``execute_commands``: env, output, errors, the earlier Job rule.
+
+    Raises:
+        ActionError: called outside the backup and restore hooks, or as ``execute_commands`` raises.
+        CommandFailed: the command failed; the end of its output is stored on the hook step.
+    """
+    if context.backup_folder is None:
+        raise ActionError(
+            f"execute_backup_commands runs only in the backup and restore hooks; this action runs in the "
+            f"{context.hook.value} hook. Use execute_commands instead."
+        )
+    return await execute_commands(
+        command,
+        image=image,
+        context=context,
+        env_from_component=env_from_component,
+        env={**(env or {}), BACKUP_DIR_ENV: context.backup_folder},
+        timeout=timeout,
+    )
+
+
+async def create_backup(context: GlobalContext) -> styrmin.Task:
+    """Back up the deployment now, through its driver's backup hook, and wait until the backup ends.
+
+    Meant for an upgrade pre-hook: the backup is labelled pre-upgrade, and the failed upgrade's page
+    offers to restore it. A retried action whose backup task still runs waits for that one.
+
+    Returns:
+        The ended Backup task, which succeeded.
+
+    Raises:
+        ActionError: the API refused (e.g. the driver declares no backup action) or the backup failed.
+    """
+    backend = backend_for(context)
+    doing = f'create_backup() of deployment "{context.deployment_name}"'
+    async with calling_api(backend, doing):
+        running = await _running_started_task(backend, context, styrmin.TaskType.BACKUP)
+        if running is None:
+            running = await backend.api.request_backup(
+                context.deployment_name, started_by_step=context.hook_step_id
+            )
+        return await _wait(backend, running, doing)

@@ -1,0 +1,120 @@
+"""Backups of deployments: take one, list and read them, restore one (the way back)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, Field, StrictInt
+
+from styrmin_backend.api.deps import Db, Reader, Writer
+from styrmin_backend.api.schemas import MAX_ID, ChangeOut, DeploymentOut, Strict, TaskSummary
+from styrmin_backend.domain.backups import BackupLabel, BackupStatus
+from styrmin_backend.services import backups, changes
+from styrmin_backend.store.models import BackupRow
+
+router = APIRouter(tags=["backups"])
+DeploymentName = Annotated[str, Path(max_length=53)]
+BackupId = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+class BackupFileOut(BaseModel):
+    name: str = Field(description="Path of the file inside the backup's folder.")
+    size: int = Field(description="Size in bytes.")
+    sha256: str = Field(description="SHA-256 of the content, hex.")
+
+
+class BackupOut(BaseModel):
+    id: int
+    deployment: str
+    driver: str
+    driver_version: str = Field(description="The driver version whose backup hook took it (and restores it).")
+    app_version: str = Field(description="The application version the deployment ran when it was taken.")
+    revision: int = Field(description="Revision of the backup's change.")
+    configuration: dict[str, Any] = Field(description="The deployment's configuration when it was taken.")
+    location: str = Field(description="The storage location, as the agent names it (no credentials).")
+    key: str = Field(description="The folder of the backup's files inside the location.")
+    files: list[BackupFileOut]
+    status: BackupStatus
+    label: BackupLabel
+    requested_by: str
+    task_id: int | None
+    created_at: datetime
+    ended_at: datetime | None
+    error: str | None
+
+    @classmethod
+    def of(cls, row: BackupRow) -> BackupOut:
+        return cls(
+            id=row.id,
+            deployment=row.deployment_name,
+            driver=row.driver_name,
+            driver_version=row.driver_version,
+            app_version=row.app_version,
+            revision=row.revision,
+            configuration=row.configuration,
+            location=row.location,
+            key=row.key,
+            files=[BackupFileOut.model_validate(f) for f in row.files],
+            status=BackupStatus(row.status),
+            label=BackupLabel(row.label),
+            requested_by=row.requested_by,
+            task_id=row.task_id,
+            created_at=row.created_at,
+            ended_at=row.ended_at,
+            error=row.error,
+        )
+
+
+class BackupRequest(Strict):
+    started_by_step: StrictInt | None = Field(
+        default=None, ge=1, le=MAX_ID, description="Set by Styrmin's actions only (create_backup)."
+    )
+
+
+class BackupChangeOut(BaseModel):
+    backup: BackupOut
+    deployment: DeploymentOut
+    task: TaskSummary
+
+
+class RestoreRequest(Strict):
+    backup_id: StrictInt = Field(ge=1, le=MAX_ID, description="The backup to restore.")
+
+
+@router.get("/deployments/{name}/backups", response_model=list[BackupOut])
+def list_backups(name: DeploymentName, db: Db, _: Reader) -> list[BackupOut]:
+    """The backups of a deployment, newest first."""
+    return [BackupOut.of(row) for row in backups.list_backups(db, name)]
+
+
+@router.post("/deployments/{name}/backups", response_model=BackupChangeOut, status_code=202)
+def create_backup(name: DeploymentName, body: BackupRequest, db: Db, principal: Writer) -> BackupChangeOut:
+    """Back up a deployment: its driver's backup hook runs as a task. Refused when the driver has no
+    backup action."""
+    origin = changes.origin_of(db, principal, body.started_by_step)
+    taken = backups.request_backup(db, name, by=principal, origin=origin)
+    assert taken.recorded.task is not None
+    return BackupChangeOut(
+        backup=BackupOut.of(taken.backup),
+        deployment=DeploymentOut.of(taken.recorded.deployment),
+        task=TaskSummary.of(taken.recorded.task),
+    )
+
+
+@router.get("/backups/{backup_id}", response_model=BackupOut)
+def get_backup(backup_id: BackupId, db: Db, _: Reader) -> BackupOut:
+    """One backup with its files."""
+    return BackupOut.of(backups.get_backup(db, backup_id))
+
+
+@router.post("/deployments/{name}/restore", response_model=ChangeOut, status_code=202)
+def restore_backup(name: DeploymentName, body: RestoreRequest, db: Db, principal: Writer) -> ChangeOut:
+    """Restore a backup: the application goes back to the backup's version, then the driver's restore
+    hook brings the data back. Refused, changing nothing, for a backup that cannot be restored."""
+    recorded = backups.request_restore(db, name, body.backup_id, by=principal)
+    return ChangeOut(
+        deployment=DeploymentOut.of(recorded.deployment),
+        task=TaskSummary.of(recorded.task) if recorded.task else None,
+    )

@@ -1,0 +1,156 @@
+"""Backups and restores: what a backup records, when one may be taken, and when a restore is refused.
+
+A backup is taken by the driver's backup hook and restored by the restore hook of the driver version
+that took it; both are changes of the deployment, recorded as tasks like any other. Restoring brings
+the application version back first, so data and version return together.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from styrmin_backend.domain.errors import Conflict
+from styrmin_backend.domain.hooks import Hook
+
+BACKUP_DIR_ENV = "STYRMIN_BACKUP_DIR"
+"""The env var that gives a backup or restore Job the folder of the backup's files."""
+
+CHECK_FILES_STEP = "Check the backup's files"
+"""The restore's first step: every file the backup recorded is there, with its size and sha256."""
+
+RECORD_FILES_STEP = "Record the backup's files"
+"""The backup's last step: the name, size and sha256 of each file its actions wrote."""
+
+
+def restore_version_step(app_version: str) -> str:
+    """The restore step that brings the chart back to the backup's application version.
+
+    >>> restore_version_step("1.0.0")
+    'Bring the application back to version 1.0.0'
+    """
+    return f"Bring the application back to version {app_version}"
+
+
+class BackupStatus(StrEnum):
+    """Where a backup is in its life; it follows the status of its task."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class BackupLabel(StrEnum):
+    """Why a backup was taken."""
+
+    MANUAL = "manual"
+    SCHEDULED = "scheduled"
+    PRE_UPGRADE = "pre-upgrade"
+
+
+@dataclass(frozen=True)
+class BackupFile:
+    """One file of a backup, as the agent found it once the backup hook ended."""
+
+    name: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class BackupFacts:
+    """What a restore needs to know about a backup to accept it."""
+
+    id: int
+    deployment_name: str
+    driver_name: str
+    driver_version: str
+    app_version: str
+    status: BackupStatus
+    files: tuple[BackupFile, ...]
+
+
+_FILE_NAME = re.compile(r"^[A-Za-z0-9._-][A-Za-z0-9._/-]{0,254}$")
+
+
+def check_file_name(name: str) -> str:
+    """A backup file's name relative to its folder: no absolute path, no ``..``; raises ValueError."""
+    if not _FILE_NAME.match(name) or name.startswith("/") or ".." in name.split("/"):
+        raise ValueError(f'"{name}" is not a file name inside the backup\'s folder.')
+    return name
+
+
+def backup_key(deployment_name: str, backup_id: int) -> str:
+    """Where a backup's files live inside the storage location.
+
+    >>> backup_key("shop", 7)
+    'shop/backup-7'
+    """
+    return f"{deployment_name}/backup-{backup_id}"
+
+
+def check_can_back_up(deployment_name: str, driver: str, hooks: Iterable[Hook]) -> None:
+    """Refuse a backup of a deployment whose driver declares no backup action."""
+    if Hook.BACKUP not in set(hooks):
+        raise Conflict(
+            f'Deployment "{deployment_name}" cannot be backed up: its driver {driver} declares no action '
+            "for the backup hook. A driver author adds one (hook: backup) to make its deployments "
+            "backed up.",
+            field="name",
+        )
+
+
+def check_can_restore(
+    backup: BackupFacts, *, deployment_name: str, driver_name: str, restore_hooks: Iterable[Hook]
+) -> None:
+    """Refuse a restore that cannot bring the deployment back; the message names the problem.
+
+    Refused: a backup of another deployment's driver, one that did not succeed, one without files, or
+    one whose driver version declares no restore action. Missing files in the storage location are
+    checked by the agent before anything changes.
+    """
+    if backup.driver_name != driver_name:
+        raise Conflict(
+            f"Backup {backup.id} was taken by driver {backup.driver_name}, and deployment "
+            f'"{deployment_name}" runs driver {driver_name}: a backup is restored only by its own driver.',
+            field="backup_id",
+        )
+    if backup.status is not BackupStatus.SUCCEEDED:
+        raise Conflict(
+            f"Backup {backup.id} is {backup.status.value}, not succeeded: only a complete backup can be "
+            "restored. Choose another backup.",
+            field="backup_id",
+        )
+    if not backup.files:
+        raise Conflict(
+            f"Backup {backup.id} recorded no files: there is nothing to restore. Choose another backup.",
+            field="backup_id",
+        )
+    if Hook.RESTORE not in set(restore_hooks):
+        raise Conflict(
+            f"Backup {backup.id} was taken by driver {backup.driver_name}@{backup.driver_version}, which "
+            "declares no action for the restore hook, so Styrmin cannot restore it.",
+            field="backup_id",
+        )
+
+
+def missing_files(recorded: Iterable[BackupFile], found: Iterable[BackupFile]) -> list[str]:
+    """What is wrong with the files found in the storage location, one line per file; empty if nothing.
+
+    >>> missing_files([BackupFile("db", 3, "ab")], [])
+    ['db is missing']
+    """
+    by_name = {f.name: f for f in found}
+    problems = []
+    for wanted in recorded:
+        there = by_name.get(wanted.name)
+        if there is None:
+            problems.append(f"{wanted.name} is missing")
+        elif there.size != wanted.size:
+            problems.append(f"{wanted.name} has {there.size} bytes, the backup recorded {wanted.size}")
+        elif there.sha256 != wanted.sha256:
+            problems.append(f"{wanted.name} has another sha256 than the backup recorded")
+    return problems

@@ -1,0 +1,214 @@
+"""Backups and restores of deployments: each a change with its task, and a backup row that records it.
+
+The agent runs the backup hook's actions, then records the files they wrote (name, size, sha256) in
+the task's result; when the task ends, :func:`record_backup_end` copies them onto the backup's row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.backups import (
+    BackupFacts,
+    BackupFile,
+    BackupLabel,
+    BackupStatus,
+    backup_key,
+    check_can_back_up,
+    check_can_restore,
+)
+from styrmin_backend.domain.errors import InvalidInput, NotFound
+from styrmin_backend.domain.hooks import Hook
+from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.services.changes import (
+    Origin,
+    Recorded,
+    _get_changeable,
+    _record_change,
+    get_deployment,
+)
+from styrmin_backend.services.drivers import get_driver_row, stored_spec
+from styrmin_backend.services.principal import Principal
+from styrmin_backend.store.models import BackupRow, DeploymentRow, DriverRow, TaskRow
+
+BACKUP_RESULT_KEY = "backup"
+"""Where the agent puts the backup's location and files in a backup task's result."""
+
+
+@dataclass(frozen=True)
+class RecordedBackup:
+    """A requested backup: its row and the change that takes it."""
+
+    backup: BackupRow
+    recorded: Recorded
+
+
+def driver_hooks(row: DriverRow) -> set[Hook]:
+    """The hooks a stored driver version declares actions for."""
+    return {action.hook for action in stored_spec(row).spec.actions}
+
+
+def can_back_up(session: Session, deployment: DeploymentRow) -> bool:
+    """Whether the deployment's driver version declares a backup action (the page shows the button)."""
+    version = deployment.running_driver_version or deployment.driver_version
+    try:
+        row = get_driver_row(session, deployment.driver_name, version)
+    except NotFound:
+        return False
+    return Hook.BACKUP in driver_hooks(row)
+
+
+def request_backup(
+    session: Session,
+    name: str,
+    *,
+    by: Principal,
+    label: BackupLabel = BackupLabel.MANUAL,
+    origin: Origin | None = None,
+) -> RecordedBackup:
+    """Record a backup of deployment ``name`` at what it runs now; refused when its driver cannot."""
+    deployment = _get_changeable(session, name)
+    driver_version = deployment.running_driver_version or deployment.driver_version
+    app_version = deployment.running_app_version or deployment.app_version
+    row = get_driver_row(session, deployment.driver_name, driver_version)
+    check_can_back_up(name, f"{row.name}@{row.version}", driver_hooks(row))
+    if origin is not None:
+        parent = session.get(TaskRow, origin.task_id)
+        if parent is not None and parent.type == TaskType.UPGRADE.value:
+            label = BackupLabel.PRE_UPGRADE
+    backup = BackupRow(
+        deployment_id=deployment.id,
+        deployment_name=deployment.name,
+        driver_name=deployment.driver_name,
+        driver_version=driver_version,
+        app_version=app_version,
+        revision=0,
+        configuration=deployment.configuration,
+        location="",
+        key="",
+        files=[],
+        status=BackupStatus.PENDING.value,
+        label=label.value,
+        requested_by=by.username,
+        created_at=utcnow(),
+    )
+    session.add(backup)
+    session.flush()
+    backup.key = backup_key(deployment.name, backup.id)
+    spec = {
+        "backup_id": backup.id,
+        "key": backup.key,
+        "driver_version": driver_version,
+        "app_version": app_version,
+    }
+    task = _record_change(session, deployment, TaskType.BACKUP, spec, by, origin)
+    backup.revision = task.revision or 0
+    backup.task_id = task.id
+    return RecordedBackup(backup, Recorded(deployment, task))
+
+
+def request_restore(session: Session, name: str, backup_id: int, *, by: Principal) -> Recorded:
+    """Record a restore of backup ``backup_id`` onto deployment ``name``; refused, changing nothing, when
+    the backup cannot bring it back."""
+    deployment = _get_changeable(session, name)
+    backup = _backup_row(session, backup_id, field="backup_id")
+    facts = backup_facts(backup)
+    try:
+        row = get_driver_row(session, backup.driver_name, backup.driver_version)
+        hooks = driver_hooks(row)
+    except NotFound:
+        hooks = set()
+    check_can_restore(facts, deployment_name=name, driver_name=deployment.driver_name, restore_hooks=hooks)
+    spec: dict[str, Any] = {
+        "backup_id": backup.id,
+        "key": backup.key,
+        "location": backup.location,
+        "files": backup.files,
+        "driver_version": backup.driver_version,
+        "app_version": backup.app_version,
+        "from_app_version": deployment.running_app_version or deployment.app_version,
+        "from_driver_version": deployment.running_driver_version or deployment.driver_version,
+    }
+    return Recorded(deployment, _record_change(session, deployment, TaskType.RESTORE, spec, by, None))
+
+
+def list_backups(session: Session, name: str) -> list[BackupRow]:
+    """The backups of deployment ``name``, newest first."""
+    deployment = get_deployment(session, name)
+    return list(
+        session.scalars(
+            select(BackupRow).where(BackupRow.deployment_id == deployment.id).order_by(BackupRow.id.desc())
+        )
+    )
+
+
+def get_backup(session: Session, backup_id: int) -> BackupRow:
+    """Backup ``backup_id``; raises NotFound."""
+    return _backup_row(session, backup_id, field="backup_id", missing=NotFound)
+
+
+def backup_before_upgrade(session: Session, upgrade_task: TaskRow) -> BackupRow | None:
+    """The succeeded backup an upgrade task's pre-hook took, if there is one (the way back)."""
+    return session.scalars(
+        select(BackupRow)
+        .join(TaskRow, TaskRow.id == BackupRow.task_id)
+        .where(
+            TaskRow.parent_task_id == upgrade_task.id,
+            BackupRow.status == BackupStatus.SUCCEEDED.value,
+        )
+        .order_by(BackupRow.id.desc())
+    ).first()
+
+
+def backup_facts(row: BackupRow) -> BackupFacts:
+    """The domain's view of a backup row."""
+    return BackupFacts(
+        id=row.id,
+        deployment_name=row.deployment_name,
+        driver_name=row.driver_name,
+        driver_version=row.driver_version,
+        app_version=row.app_version,
+        status=BackupStatus(row.status),
+        files=tuple(BackupFile(str(f["name"]), int(f["size"]), str(f["sha256"])) for f in row.files),
+    )
+
+
+def record_backup_start(session: Session, task: TaskRow) -> None:
+    """Mark the backup of a backup task running once the agent claims the task."""
+    backup = _backup_of(session, task)
+    if backup is not None:
+        backup.status = BackupStatus.RUNNING.value
+
+
+def record_backup_end(session: Session, task: TaskRow) -> None:
+    """Copy how a backup task ended (status, location, files, error) onto its backup's row."""
+    backup = _backup_of(session, task)
+    if backup is None:
+        return
+    reported = (task.result or {}).get(BACKUP_RESULT_KEY) or {}
+    backup.location = str(reported.get("location") or backup.location)[:512]
+    backup.files = list(reported.get("files") or [])
+    backup.ended_at = task.ended_at or utcnow()
+    backup.error = task.error
+    succeeded = task.status == TaskStatus.SUCCEEDED.value
+    backup.status = (BackupStatus.SUCCEEDED if succeeded else BackupStatus.FAILED).value
+
+
+def _backup_of(session: Session, task: TaskRow) -> BackupRow | None:
+    if task.type != TaskType.BACKUP.value:
+        return None
+    return session.scalars(select(BackupRow).where(BackupRow.task_id == task.id)).first()
+
+
+def _backup_row(
+    session: Session, backup_id: int, *, field: str, missing: type[InvalidInput | NotFound] = InvalidInput
+) -> BackupRow:
+    row = session.get(BackupRow, backup_id)
+    if row is None:
+        raise missing(f"There is no backup {backup_id}.", field=field)
+    return row

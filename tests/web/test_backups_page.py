@@ -1,0 +1,148 @@
+"""The deployment page's Backups section, its confirmations, and the way back on a failed upgrade."""
+
+from __future__ import annotations
+
+import html
+import tempfile
+from pathlib import Path
+
+from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
+from styrmin_backend.domain.roles import Role
+from styrmin_backend.drivers import DriverReport, read_driver
+from styrmin_backend.services import auth, backups, changes, drivers, workflow
+from styrmin_backend.services.changes import Configuration
+from styrmin_backend.store.models import TaskRow
+from tests.api.conftest import ADMIN_PASSWORD, USER_PASSWORD, Stack
+from tests.support.drivers import driver_folder
+from tests.web.conftest import Progress, login_client, make_user
+
+FILES = [{"name": "shop.sqlite3", "size": 4096, "sha256": "cd" * 32}]
+
+
+def _push_with_actions(stack: Stack, version: str) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        package = read_driver(driver_folder(Path(scratch) / "shop", version=version, with_actions=True))
+    with stack.session() as session:
+        drivers.push_driver(session, package, DriverReport(), pushed_by="admin")
+
+
+def _deploy_with_actions(stack: Stack) -> int:
+    """Deployment "shop" of a driver with backup and restore actions, created; its create task's id."""
+    _push_with_actions(stack, "2.0.0")
+    with stack.session() as session:
+        admin = auth.authenticate(session, stack.token_for("admin"))
+        created = changes.create_deployment(
+            session, by=admin, name="shop", namespace="shop", driver_name="shop", driver_version="2.0.0",
+            app_version=None, configuration=Configuration({}, {}, {}),
+        )  # fmt: skip
+        assert created.task is not None
+        task_id = created.task.id
+    progress = Progress(stack)
+    progress.start(task_id)
+    progress.end_step(progress.step(task_id, "Install the application"))
+    progress.end(task_id, result={"applied": {"app_version": "1.0.0", "driver_version": "2.0.0"}})
+    return task_id
+
+
+def _finish_backup(stack: Stack, task_id: int, error: str | None = None) -> None:
+    """End a backup task as the agent does, files recorded."""
+    progress = Progress(stack)
+    progress.start(task_id)
+    progress.end_step(progress.step(task_id, hook_step_name(Hook.BACKUP, Mode.CORE)), error=error)
+    with stack.session() as session:
+        result = None if error else {"backup": {"location": "folder /srv/backups", "files": FILES}}
+        task = workflow.end_task(session, task_id, error=error, result=result)
+        backups.record_backup_end(session, task)
+
+
+def test_a_driver_without_a_backup_action_shows_why_and_no_button(web: Stack) -> None:
+    Progress(web).finish_create(Progress(web).create("shop"))
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    section = web.client.get("/deployments/shop/backups")
+    assert section.status_code == 200
+    assert (
+        "This deployment cannot be backed up: its driver shop@1.0.0 declares no action for the backup hook."
+        in section.text
+    )
+    assert "Back up…" not in section.text
+    assert 'hx-get="/deployments/shop/backups"' in web.client.get("/deployments/shop").text
+
+
+def test_back_up_then_restore_from_the_page_each_after_a_confirmation(web: Stack) -> None:
+    _deploy_with_actions(web)
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    assert "Back up…" in web.client.get("/deployments/shop/backups").text
+
+    confirm = web.client.post("/deployments/shop/backups", data={"csrf_token": csrf})
+    assert confirm.status_code == 200 and 'Back up "shop"?' in html.unescape(confirm.text)
+    assert web.client.get("/deployments/shop/backups").text.count("<tr>") == 0  # nothing taken yet
+    taken = web.client.post(
+        "/deployments/shop/backups", data={"csrf_token": csrf, "confirmed": "yes"}, follow_redirects=False
+    )
+    assert taken.status_code == 303 and taken.headers["location"].startswith("/tasks/")
+    task_id = int(taken.headers["location"].rsplit("/", 1)[1])
+    _finish_backup(web, task_id)
+    with web.session() as session:
+        (backup,) = backups.list_backups(session, "shop")
+        backup_id = backup.id  # a dry run may have used an id on PostgreSQL: read it
+    section = web.client.get("/deployments/shop/backups").text
+    assert f"#{backup_id}" in section and "Restore…" in section and "4096 bytes" in section
+
+    confirm = web.client.post(
+        "/deployments/shop/restore", data={"csrf_token": csrf, "backup_id": str(backup_id)}
+    )
+    assert f'Restore backup {backup_id} onto "shop"?' in html.unescape(confirm.text)
+    assert f"Backup {backup_id} was taken at application version 1.0.0" in confirm.text
+    restored = web.client.post(
+        "/deployments/shop/restore",
+        data={"csrf_token": csrf, "backup_id": str(backup_id), "confirmed": "yes"},
+        follow_redirects=False,
+    )
+    assert restored.status_code == 303
+    with web.session() as session:
+        task = session.get(TaskRow, int(restored.headers["location"].rsplit("/", 1)[1]))
+        assert task is not None and task.type == "restore"
+
+
+def test_a_read_only_user_sees_backups_without_buttons_and_cannot_post(web: Stack) -> None:
+    _deploy_with_actions(web)
+    make_user(web, "reader", Role.READ_ONLY)
+    csrf = login_client(web.client, "reader", USER_PASSWORD)
+    section = web.client.get("/deployments/shop/backups").text
+    assert "No backups yet." in section and "Back up…" not in section
+    refused = web.client.post("/deployments/shop/backups", data={"csrf_token": csrf, "confirmed": "yes"})
+    assert refused.status_code == 403
+    with web.session() as session:
+        assert backups.list_backups(session, "shop") == []
+
+
+def test_a_failed_upgrade_offers_the_backup_its_pre_hook_took(web: Stack) -> None:
+    progress = Progress(web)
+    create_id = _deploy_with_actions(web)
+    upgrade = progress.upgrade("shop", "1.1.0")
+    progress.start(upgrade)
+    pre = progress.step(upgrade, hook_step_name(Hook.UPGRADE, Mode.PRE))
+    _, token = web.actions_token(task_id=upgrade)
+    response = web.client.post(
+        "/api/v1/deployments/shop/backups",
+        json={"started_by_step": pre},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 202, response.text
+    assert response.json()["backup"]["label"] == "pre-upgrade"
+    _finish_backup(web, response.json()["task"]["id"])
+    progress.end_step(pre)
+    core = progress.step(upgrade, hook_step_name(Hook.UPGRADE, Mode.CORE))
+    progress.end_step(core, error="Command shop migrate failed with exit code 3")
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    assert web.client.get(f"/tasks/{upgrade}/way-back").status_code == 204  # still running
+    progress.end(upgrade, error="Step Run the upgrade hook failed.")
+
+    offered = web.client.get(f"/tasks/{upgrade}/way-back")
+
+    assert offered.status_code == 200
+    assert "Restore the backup taken before this upgrade" in offered.text
+    assert f'value="{response.json()["backup"]["id"]}"' in offered.text
+    assert 'hx-get="/tasks/' in web.client.get(f"/tasks/{upgrade}").text
+    create_task = web.client.get(f"/tasks/{create_id}/way-back")
+    assert create_task.status_code == 286
