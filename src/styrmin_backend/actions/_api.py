@@ -110,6 +110,11 @@ class SdkApi:
             )
         return None if change.task is None else change.task.id
 
+    async def configured_env(self, task_id: int, component: str) -> dict[str, str]:
+        with _sdk_errors():
+            configuration = await self._client.tasks.configuration(task_id)
+        return dict(configuration.env.get(component, {}))
+
     async def get_task(self, task_id: int) -> styrmin.Task:
         with _sdk_errors():
             return await self._client.tasks.get(task_id)

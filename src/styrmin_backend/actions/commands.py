@@ -33,6 +33,7 @@ from styrmin_backend.actions._rules import (
 from styrmin_backend.actions._tail import OutputTail
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError, CommandFailed
+from styrmin_backend.domain.secrets import SECRET_SET
 from styrmin_backend.drivers.workloads import component_container
 
 DEFAULT_COMMAND_TIMEOUT_SECONDS = 3600
@@ -151,7 +152,11 @@ async def _component_env(
     except LookupError as error:
         raise ActionError(f"execute_commands(env_from_component={component!r}): {error}") from None
     copied = [dict(var) for var in container.get("env") or []]
-    env = _set_env(copied, context.configuration.env.get(component, {}))
+    configured = context.configuration.env.get(component, {})
+    if any(SECRET_SET in value for value in configured.values()):
+        # The context (a Prefect parameter) shows secret values only as set: read them with the token.
+        configured = await backend.api.configured_env(context.task_id, component)
+    env = _set_env(copied, configured)
     return env, [dict(source) for source in container.get("envFrom") or []]
 
 

@@ -275,6 +275,10 @@ class MemoryApi:
             )
         return task.id
 
+    async def configured_env(self, task_id: int, component: str) -> dict[str, str]:
+        self._may_read()
+        return dict(self._world.configuration.env.get(component, {}))
+
     async def get_task(self, task_id: int) -> styrmin.Task:
         self._may_read()
         return self._world.task(task_id)
