@@ -111,11 +111,18 @@ def whole_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StyrminSta
     tests/actions, tests/agent and the browser's end-to-end tests share it, so each test names its own
     deployments, and a driver version is pushed with the same content wherever it is used (a pushed
     version never changes): the example driver as it is at 1.0.0, test drivers at versions of their own.
-    The agent reports workloads every second (the agent tests watch them follow the cluster).
+    The agent reports workloads every second (the agent tests watch them follow the cluster), and stops
+    running actions 1 s after the Prefect server stops answering (tests/agent/test_resilience.py kills it;
+    ``styrmin up``'s stack starts it again).
     """
     from styrmin_backend.testing import StyrminStack
 
     catalogs = [EXAMPLE_DRIVER / "catalog", _any_registry_catalog(tmp_path_factory.mktemp("catalog"))]
-    options = {"lease_seconds": 30, "status_seconds": 1}
+    options = {
+        "lease_seconds": 30,
+        "status_seconds": 1,
+        "prefect_check_seconds": 0.5,
+        "prefect_outage_seconds": 1,
+    }
     with StyrminStack.start(tmp_path_factory.mktemp("styrmin"), catalogs, agent_options=options) as stack:
         yield stack

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from fastapi import APIRouter, FastAPI
 from sqlalchemy import Engine
 
@@ -26,6 +28,8 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    # Set when the server is about to stop: agents' long polls then answer at once.
+    app.state.stopping = threading.Event()
     install_error_handlers(app)
 
     api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)
