@@ -1,4 +1,5 @@
-"""Shared fixtures: a freshly migrated database per test, on SQLite and on the real PostgreSQL."""
+"""Shared fixtures: a freshly migrated database per test (SQLite and the real PostgreSQL), and the one
+whole stack of a test worker."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
+import yaml
 from sqlalchemy import Engine
 
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.migrate import upgrade_database
+from tests.support.drivers import EXAMPLE_DRIVER
+
+if TYPE_CHECKING:
+    from styrmin_backend.testing import StyrminStack
 
 POSTGRES_DSN = os.environ.get("STYRMIN_TEST_POSTGRES", "host=127.0.0.1 port=5432 user=postgres dbname=test")
 DB_ENGINES = ("sqlite", "postgresql")
@@ -81,3 +88,41 @@ def engine(database_url: str) -> Iterator[Engine]:
     engine = make_engine(database_url)
     yield engine
     engine.dispose()
+
+
+def _any_registry_catalog(folder: Path) -> Path:
+    """A catalog naming the shop images without a registry host (``shop/server``), so that any registry
+    (``registry.local:5000/shop/server:2.0.0``) runs the example app, as a private registry's image would."""
+    app = EXAMPLE_DRIVER / "app"
+    env = {"PATH": f"{app / 'bin'}:/usr/local/bin:/usr/bin:/bin", "SHOP_PYTHON": "{python}"}
+    images = [
+        {"name": f"shop/{name}", "entrypoint": ["{python}", str(app / "shop.py")], "cmd": [cmd], "env": env}
+        for name, cmd in (("server", "serve"), ("task-worker", "work"))
+    ]
+    document = {"apiVersion": "localcluster.styrmin.io/v1", "kind": "ImageCatalog", "images": images}
+    (folder / "any-registry.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def whole_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StyrminStack]:
+    """The one whole Styrmin of this test worker (server, local cluster, Prefect, agent), started on first use.
+
+    tests/actions, tests/agent and the browser's end-to-end tests share it, so each test names its own
+    deployments, and a driver version is pushed with the same content wherever it is used (a pushed
+    version never changes): the example driver as it is at 1.0.0, test drivers at versions of their own.
+    The agent reports workloads every second (the agent tests watch them follow the cluster), and stops
+    running actions 1 s after the Prefect server stops answering (tests/agent/test_resilience.py kills it;
+    ``styrmin up``'s stack starts it again).
+    """
+    from styrmin_backend.testing import StyrminStack
+
+    catalogs = [EXAMPLE_DRIVER / "catalog", _any_registry_catalog(tmp_path_factory.mktemp("catalog"))]
+    options = {
+        "lease_seconds": 30,
+        "status_seconds": 1,
+        "prefect_check_seconds": 0.5,
+        "prefect_outage_seconds": 1,
+    }
+    with StyrminStack.start(tmp_path_factory.mktemp("styrmin"), catalogs, agent_options=options) as stack:
+        yield stack

@@ -1,9 +1,4 @@
-"""One Styrmin for the session, started by the driver author's harness, with the example driver's images.
-
-Besides the example driver's catalog, a catalog of this session's own names the shop images without a
-registry host (``shop/server``), so that any registry (``registry.local:5000/shop/server:2.0.0``) runs
-the example app, as an image pushed to a private registry would.
-"""
+"""The worker's whole stack (tests/conftest.py ``whole_stack``), as the driver author's harness gives it."""
 
 from __future__ import annotations
 
@@ -16,50 +11,27 @@ import pytest
 import yaml
 
 from styrmin_backend.testing import StyrminStack
-from styrmin_backend.testing.pytest_plugin import styrmin_stack  # noqa: F401  (the harness's fixture)
 from tests.support.drivers import EXAMPLE_DRIVER, driver_folder
 
-APP = EXAMPLE_DRIVER / "app"
 
-
-def _any_registry_catalog(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    env = {"PATH": f"{APP / 'bin'}:/usr/local/bin:/usr/bin:/bin", "SHOP_PYTHON": "{python}"}
-    images = [
-        {
-            "name": "shop/server",
-            "entrypoint": ["{python}", str(APP / "shop.py")],
-            "cmd": ["serve"],
-            "env": env,
-        },
-        {
-            "name": "shop/task-worker",
-            "entrypoint": ["{python}", str(APP / "shop.py")],
-            "cmd": ["work"],
-            "env": env,
-        },
-    ]
-    document = {"apiVersion": "localcluster.styrmin.io/v1", "kind": "ImageCatalog", "images": images}
-    (folder / "any-registry.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    return folder
+@pytest.fixture(scope="session")
+def styrmin_stack(whole_stack: StyrminStack) -> StyrminStack:
+    """The harness's fixture name (docs/testing-drivers.md), on the worker's one stack."""
+    return whole_stack
 
 
 @pytest.fixture(scope="session")
-def styrmin_catalogs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """The harness's catalogs: the example driver's, and the shop images from any registry."""
-    return [EXAMPLE_DRIVER / "catalog", _any_registry_catalog(tmp_path_factory.mktemp("catalog"))]
-
-
-@pytest.fixture(scope="session")
-def stack(styrmin_stack: StyrminStack) -> StyrminStack:  # noqa: F811
-    """The harness's session stack (its pytest fixture, ``styrmin_stack``)."""
-    return styrmin_stack
+def stack(whole_stack: StyrminStack) -> StyrminStack:
+    return whole_stack
 
 
 @pytest.fixture
 def deployment_name(request: pytest.FixtureRequest) -> str:
     """A deployment (and namespace) name of its own for each test: the stack is shared."""
     return "a" + str(abs(hash(request.node.name)) % 10**8)
+
+
+EXAMPLE_VERSION = "1.0.0"
 
 
 def push_example(
@@ -70,7 +42,14 @@ def push_example(
     actions_source: str | None = None,
     actions: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Push the example driver at ``version``: its own actions, or ``actions`` from ``actions_source``."""
+    """Push the example driver at ``version``: its own actions, or ``actions`` from ``actions_source``.
+
+    At 1.0.0 with its own actions, the example is pushed as it is, as the other modules sharing the
+    stack push it (a version pushed again must have the same content).
+    """
+    if version == EXAMPLE_VERSION and actions_source is None and actions is None:
+        stack.push_driver(EXAMPLE_DRIVER)
+        return
     folder = driver_folder(
         tmp / f"driver-{version}-{time.monotonic_ns()}", version=version, with_actions=True
     )

@@ -299,3 +299,50 @@ def test_the_fast_path_example_of_the_docs_runs_as_written(monkeypatch: pytest.M
     example = fast_path[fast_path.index("```python\n") + len("```python\n") : fast_path.index("\n```\n")]
     monkeypatch.chdir(EXAMPLE_DRIVER.parents[2])
     exec(compile(example, "docs/testing-drivers.md", "exec"), {})  # noqa: S102 (its asserts are the test)
+
+
+async def run_migration(context: GlobalContext) -> object:
+    return await execute_commands(["shop", "migrate"], image="example.com/shop/server:2.0.0", context=context)
+
+
+def test_jobs_of_the_same_change_are_left_alone_until_their_action_has_read_them(ctx: Context) -> None:
+    same_change = [
+        Job("shop-migrate-aaaa", task_id=100, running=True),  # another action of this hook, running
+        Job("shop-migrate-bbbb", task_id=100, output_read=False),  # ended, its action still reading
+        Job("shop-migrate-cccc", task_id=100, succeeded=False),  # ended and read: may go
+    ]
+
+    result = ctx.run(run_migration, shop(jobs=same_change))
+
+    assert result.error is None
+    assert result.effects[:2] == [
+        JobDeleted("shop-migrate-cccc"),
+        NoteAdded(
+            "Deleted Job shop-migrate-cccc, left by an earlier action (it failed), before starting a new one."
+        ),
+    ]
+    assert {j.name for j in result.state.jobs} >= {"shop-migrate-aaaa", "shop-migrate-bbbb"}
+
+
+def test_a_command_that_never_ran_gives_kubernetes_reason_instead_of_an_exit_code(ctx: Context) -> None:
+    outcome = CommandOutcome(exit_code=None, reason="ErrImagePull: example.com/shop/server:2.0.0 not found")
+
+    result = ctx.run(run_migration, shop(commands={"shop migrate": outcome}))
+
+    assert result.error is not None
+    assert result.error.endswith(
+        "failed before its command 'shop migrate' ended: ErrImagePull: example.com/shop/server:2.0.0 not found"
+    )
+    assert result.effects[-1] == OutputStored("", False)
+
+
+def test_a_command_past_its_timeout_says_kubernetes_stopped_it(ctx: Context) -> None:
+    outcome = CommandOutcome(exit_code=137, output="migrating...\n", timed_out=True)
+
+    result = ctx.run(run_migration, shop(commands={"shop migrate": outcome}))
+
+    assert (
+        result.error is not None
+        and "did not end within 3600 seconds, the timeout of its command" in result.error
+    )
+    assert result.output_tail == "migrating...\n"

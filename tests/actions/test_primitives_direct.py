@@ -1,4 +1,5 @@
-"""The cluster-side rules of the primitives, called directly against the stack's server and local cluster.
+"""The primitives on the real backend (SDK and lightkube), called directly against the stack's server and
+local cluster. Their rules alone are tested in memory, faster, in test_in_memory.py.
 
 No agent runs these: the test plays the action, with a context of its own and the admin's token, on
 workloads it writes itself, so each rule is checked on exactly the pod template it needs.
@@ -131,15 +132,6 @@ async def test_an_override_in_the_new_configuration_is_first_with_the_target_ver
         "example.com/shop/log-shipper:1.0.0",
         "example.com/metrics:3",
     ]
-
-
-async def test_an_unknown_component_names_the_drivers_components(
-    stack: StyrminStack, as_action: None, deployment_name: str
-) -> None:
-    with pytest.raises(
-        ActionError, match=r'no component "database"; its components are: server, task-worker'
-    ):
-        await get_component_images(component="database", context=context(deployment_name, stack.url))
 
 
 async def test_env_from_component_copies_the_workload_env_with_the_new_configuration_on_top(

@@ -79,7 +79,7 @@ def test_an_action_token_reaches_only_its_deployment_and_secrets_stay_out_of_pre
     push_example(
         stack,
         tmp_path,
-        "1.2.0",
+        "1.3.0",
         actions_source=ACTIONS,
         actions=[action("reach", "upgrade", "pre", "reach_out")],
     )
@@ -94,7 +94,7 @@ def test_an_action_token_reaches_only_its_deployment_and_secrets_stay_out_of_pre
     other = stack.create(deployment_name + "o", driver="shop", driver_version="1.1.0")
     assert other.status == "succeeded", describe(other)
 
-    task = stack.upgrade(deployment_name, driver_version="1.2.0", app_version="2.0.0")
+    task = stack.upgrade(deployment_name, driver_version="1.3.0", app_version="2.0.0")
 
     step = hook_step(task, Hook.UPGRADE, Mode.PRE)
     error = step.error or ""

@@ -20,7 +20,7 @@ from lightkube import Client
 from styrmin_backend.drivers import pack_driver_folder
 from styrmin_backend.testing import StyrminStack
 from styrmin_localcluster import LocalCluster
-from tests.support.drivers import EXAMPLE_DRIVER, driver_folder
+from tests.support.drivers import driver_folder
 
 TEST_ACTIONS = textwrap.dedent(
     """
@@ -145,28 +145,24 @@ def action(name: str, hook: str, mode: str, function: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """The stack `styrmin up` runs (through the driver author's harness), its agent reporting every second."""
-    tmp = tmp_path_factory.mktemp("stack")
-    with (
-        StyrminStack.start(
-            tmp / "styrmin",
-            [EXAMPLE_DRIVER / "catalog"],
-            # The agent stops running actions 1 s after the Prefect server stops answering.
-            agent_options={
-                "lease_seconds": 30,
-                "status_seconds": 1,
-                "prefect_check_seconds": 0.5,
-                "prefect_outage_seconds": 1,
-            },
-        ) as whole,
-        httpx.Client(base_url=whole.url, timeout=120) as http,  # pushes on a loaded machine
-    ):
+def stack(whole_stack: StyrminStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The worker's whole stack (tests/conftest.py), driven over HTTP as admin; its agent reports every second.
+
+    Driver versions pushed here carry the test actions: tests/actions pushes its own at other versions.
+    """
+    with httpx.Client(base_url=whole_stack.url, timeout=120) as http:  # pushes on a loaded machine
         token = http.post(
-            "/api/v1/auth/login", json={"username": "admin", "password": whole.admin_password}
+            "/api/v1/auth/login", json={"username": "admin", "password": whole_stack.admin_password}
         ).json()["token"]
         http.headers["Authorization"] = f"Bearer {token}"
-        yield Stack(whole.url, http, whole.kube, tmp, whole.cluster, whole.prefect_api_url)
+        yield Stack(
+            whole_stack.url,
+            http,
+            whole_stack.kube,
+            tmp_path_factory.mktemp("stack"),
+            whole_stack.cluster,
+            whole_stack.prefect_api_url,
+        )
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ runs as a Job. Nothing here records progress by hand: every step the page shows 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,12 +28,11 @@ TASK_MS = TASK_SECONDS * 1000
 
 
 @pytest.fixture(scope="module")
-def whole(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StyrminStack]:
-    """The whole stack with the example driver and an operator."""
-    with StyrminStack.start(tmp_path_factory.mktemp("whole"), [EXAMPLE_DRIVER / "catalog"]) as stack:
-        stack.push_driver(EXAMPLE_DRIVER)
-        stack.client.users.create("operator", role="read-write", password=USER_PASSWORD)
-        yield stack
+def whole(whole_stack: StyrminStack) -> StyrminStack:
+    """The worker's whole stack (tests/conftest.py) with the example driver and an operator."""
+    whole_stack.push_driver(EXAMPLE_DRIVER)
+    whole_stack.client.users.create("operator", role="read-write", password=USER_PASSWORD)
+    return whole_stack
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ from styrmin_backend.drivers import (
     load_action_flow,
     load_driver_spec,
 )
-from styrmin_backend.testing._memory import Effect, MemoryBackend, OutputStored, State
+from styrmin_backend.testing._memory import Effect, MemoryBackend, NoteAdded, OutputStored, State
 
 DEPLOYMENT_ID = 1
 TASK_ID = 100
@@ -82,7 +82,7 @@ class Result:
 
     @property
     def notes(self) -> list[str]:
-        return [e.note for e in self.effects if hasattr(e, "note")]
+        return [e.note for e in self.effects if isinstance(e, NoteAdded)]
 
     @property
     def output_tail(self) -> str | None:

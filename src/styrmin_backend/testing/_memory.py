@@ -221,11 +221,15 @@ class MemoryApi:
     def token(self) -> str | None:
         return ACTIONS_TOKEN
 
-    def _may_write(self) -> None:
-        user = self._world.state.actions_user
-        if user == "deactivated":
+    def _may_read(self) -> None:
+        """A deactivated styrmin-actions has every call refused (401)."""
+        if self._world.state.actions_user == "deactivated":
             raise ApiRefused(f'The user "{ACTIONS_USERNAME}" is deactivated, so its tokens are refused.')
-        if user == "read-only":
+
+    def _may_write(self) -> None:
+        """A Read-only styrmin-actions may read but not change anything (403)."""
+        self._may_read()
+        if self._world.state.actions_user == "read-only":
             raise ApiRefused(f'User "{ACTIONS_USERNAME}" has the role Read-only; this needs Read/write.')
 
     async def driver_spec(self, driver_name: str, driver_version: str) -> DriverSpec:
@@ -234,10 +238,6 @@ class MemoryApi:
         if (driver_name, driver_version) != (spec.metadata.name, self._world.driver_version):
             raise ApiFailed(f"Driver {driver_name}@{driver_version} is not in the registry.")
         return spec
-
-    def _may_read(self) -> None:
-        if self._world.state.actions_user == "deactivated":
-            self._may_write()
 
     async def request_components(
         self, deployment: str, components: list[str], *, running: bool, started_by_step: int
