@@ -8,6 +8,15 @@ ensure_uv() {
   fi
 }
 
+# Installs the locked dependencies with their bytecode compiled, and compiles Styrmin's own modules:
+# with PYTHONDONTWRITEBYTECODE set (as on these machines) Python would otherwise compile every module
+# on each process start, and each action process, Prefect server and CLI call would pay for it
+# (importing Prefect took 12 s without bytecode and 3 s with it here).
+sync_with_bytecode() {
+  uv sync --frozen --compile-bytecode --quiet "$@"
+  uv run --frozen --no-sync python -m compileall -q -j 0 src >/dev/null
+}
+
 # The tests use the machine's PostgreSQL 15 (127.0.0.1:5432, trust auth, database "test").
 ensure_postgres() {
   if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
