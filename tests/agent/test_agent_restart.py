@@ -19,7 +19,7 @@ from .conftest import Stack, action
 pytestmark = pytest.mark.slow
 
 
-def start_agent(stack: Stack, key: str, data: Path) -> subprocess.Popen[bytes]:
+def start_agent(stack: Stack, key: str, data: Path, **more_env: str) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "STYRMIN_AGENT_SERVER_URL": stack.url,
@@ -29,6 +29,7 @@ def start_agent(stack: Stack, key: str, data: Path) -> subprocess.Popen[bytes]:
         "STYRMIN_AGENT_DATA_DIR": str(data),
         "STYRMIN_AGENT_LEASE_SECONDS": "5",
         "STYRMIN_AGENT_POLL_SECONDS": "0.2",
+        **more_env,
     }
     return subprocess.Popen(
         [sys.executable, "-m", "styrmin_backend.cli", "agent"], env=env, start_new_session=True

@@ -15,6 +15,7 @@ from lightkube.resources.apps_v1 import Deployment, StatefulSet
 
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError
+from styrmin_backend.cluster.connection import SERVICE_ACCOUNT_ENV
 from styrmin_backend.drivers import Component
 
 FIELD_MANAGER = "styrmin-actions"
@@ -29,20 +30,28 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, AsyncCl
 
 @asynccontextmanager
 async def kube_client() -> AsyncIterator[AsyncClient]:
-    """A client of the cluster: KUBECONFIG (the agent sets it for its actions), else in-cluster config."""
+    """A client of the cluster: KUBECONFIG or STYRMIN_SERVICE_ACCOUNT_DIR (the agent sets one for its
+    actions), else the usual in-cluster config."""
     path = os.environ.get("KUBECONFIG", "")
+    service_account = os.environ.get(SERVICE_ACCOUNT_ENV, "")
+    key = path or f"service-account:{service_account}"
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    if path not in per_loop:
+    if key not in per_loop:
         try:
-            config = KubeConfig.from_file(path.split(os.pathsep)[0]) if path else KubeConfig.from_env()
+            if path:
+                config = KubeConfig.from_file(path.split(os.pathsep)[0])
+            elif service_account:
+                config = KubeConfig.from_service_account(service_account)
+            else:
+                config = KubeConfig.from_env()
         except Exception as error:
             raise ActionError(
                 f"The action cannot reach the cluster: no usable kubeconfig ({error}). Styrmin's agent "
                 "passes its kubeconfig in KUBECONFIG; outside the agent, set KUBECONFIG."
             ) from None
-        per_loop[path] = AsyncClient(config, field_manager=FIELD_MANAGER)
+        per_loop[key] = AsyncClient(config, field_manager=FIELD_MANAGER)
     try:
-        yield per_loop[path]
+        yield per_loop[key]
     except ApiError as error:
         raise ActionError(f"The cluster refused a request of the action: {error.status.message}") from None
     except httpx.TransportError as error:

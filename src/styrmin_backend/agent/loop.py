@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
 import uuid
 from pathlib import Path
@@ -16,7 +15,9 @@ from styrmin_backend.agent.reconciliation import AgentParts, Reconciliation
 from styrmin_backend.agent.server_api import ClaimedTask, ServerApi
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_backend.domain.tasks import TaskType
+from styrmin_backend.metrics import AGENT_CLAIM_SECONDS, RUNNER_POOL_SIZE, TASKS_RUNNING
 
 log = logging.getLogger("styrmin.agent")
 
@@ -26,6 +27,10 @@ ORPHANED_RUN_MESSAGE = (
     'the Styrmin task ends failed ("The agent stopped while it ran this task").'
 )
 INSTANCE_FILE = "agent-instance"
+STOPPED_AFTER_GRACE_ERROR = (
+    "The agent was asked to stop and this task did not end within its grace period ({grace:g} s); "
+    "the work may be half done. Look at the deployment and request the change again."
+)
 
 
 def _new_instance(data_dir: Path) -> tuple[str | None, str]:
@@ -50,12 +55,6 @@ async def _crash_orphaned_runs(runner: ActionRunner, previous: str) -> None:
         )
 
 
-def _kubeconfig(settings: AgentSettings) -> Path:
-    if settings.kubeconfig is not None:
-        return settings.kubeconfig
-    return Path(os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config")))
-
-
 class Agent:
     """Runs the changes of one cluster; stop it by setting the event given to :meth:`run`."""
 
@@ -70,14 +69,16 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and run tasks until ``stop`` is set; then let the running ones end."""
         settings = self.settings
-        kubeconfig = _kubeconfig(settings)
+        connection = ClusterConnection.find(settings.kubeconfig, settings.service_account_dir)
+        log.info("Reaching the cluster through %s", connection.describe())
         api = ServerApi(settings.server_url, settings.key.get_secret_value())
-        cluster = ClusterAccess(kubeconfig)
+        cluster = ClusterAccess(connection)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         previous, instance = _new_instance(settings.data_dir)
         runner = ActionRunner(settings.prefect_api_url, pool_size=settings.runner_pool_size, owner=instance)
+        RUNNER_POOL_SIZE.set(settings.runner_pool_size)
         parts = AgentParts(
-            api, cluster, HelmReleases(kubeconfig), runner, DriverCache(api, settings.data_dir / "drivers")
+            api, cluster, HelmReleases(connection), runner, DriverCache(api, settings.data_dir / "drivers")
         )
         try:
             await cluster.ensure_crd()
@@ -91,7 +92,8 @@ class Agent:
                 claimed, idle = None, True
                 if len(self._running) < settings.concurrency:
                     try:
-                        claimed = await api.claim(settings.lease_seconds, settings.claim_wait_seconds)
+                        with AGENT_CLAIM_SECONDS.time():
+                            claimed = await api.claim(settings.lease_seconds, settings.claim_wait_seconds)
                         idle = settings.claim_wait_seconds == 0  # a long poll has waited already
                     except Exception as error:  # the server may be restarting: keep trying
                         log.warning("Could not claim a task: %s", error)
@@ -104,7 +106,7 @@ class Agent:
                     self._reconcile(parts, claimed), name=str(claimed.deployment["name"])
                 )
             if self._running:
-                await asyncio.gather(*self._running.values(), return_exceptions=True)
+                await self._end_running_tasks(api)
             await reporting
             warming.cancel()
         finally:
@@ -112,12 +114,33 @@ class Agent:
             await cluster.close()
             await api.close()
 
+    async def _end_running_tasks(self, api: ServerApi) -> None:
+        """After a stop: let running tasks end within the grace period, then end the rest failed."""
+        grace = self.settings.stop_grace_seconds
+        running = dict(self._running)
+        log.info("Stopping: %d task(s) running get up to %g s to end", len(running), grace)
+        _done, late = await asyncio.wait(running.values(), timeout=grace or None)
+        if not late:
+            return
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        for task_id, task in running.items():
+            if task not in late:
+                continue
+            log.warning("Task %s did not end within %g s; it ends failed", task_id, grace)
+            try:
+                await api.end_task(task_id, STOPPED_AFTER_GRACE_ERROR.format(grace=grace), None)
+            except Exception as error:  # its lease runs out instead, with the same outcome
+                log.warning("Could not end task %s: %s", task_id, error)
+
     async def _warm_up(self, runner: ActionRunner) -> None:
         await runner.wait_until_ready()
         self.warm.set()
 
     async def _reconcile(self, parts: AgentParts, claimed: ClaimedTask) -> None:
         renewing = asyncio.create_task(self._renew(parts.api, claimed.task_id))
+        TASKS_RUNNING.inc()
         try:
             log.info("Task %s: %s of %s", claimed.task_id, claimed.change_type, claimed.deployment["name"])
             await Reconciliation(parts, claimed).run()
@@ -129,6 +152,7 @@ class Agent:
         except Exception:
             log.exception("Task %s could not be ended; its lease will run out", claimed.task_id)
         finally:
+            TASKS_RUNNING.dec()
             renewing.cancel()
             self._running.pop(claimed.task_id, None)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 from fastapi import APIRouter, FastAPI
 from sqlalchemy import Engine
 
 from styrmin_backend.api.errors import ERROR_RESPONSES, install_error_handlers
-from styrmin_backend.api.routes import agent, agents, auth, deployments, drivers, tasks, users
+from styrmin_backend.api.routes import agent, agents, auth, deployments, drivers, health, tasks, users
+from styrmin_backend.metrics import RequestMetrics, server_registry
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory
 from styrmin_backend.web import install_web
@@ -27,16 +30,16 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.state.metrics = server_registry(engine)
+    # Set when the server is asked to stop: /readyz fails and long polls answer at once.
+    app.state.stopping = threading.Event()
     install_error_handlers(app)
 
     api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)
     for module in (auth, users, drivers, deployments, tasks, agents, agent):
         api.include_router(module.router)
     app.include_router(api)
+    app.include_router(health.router)
     install_web(app)
-
-    @app.get("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
+    app.add_middleware(RequestMetrics)
     return app

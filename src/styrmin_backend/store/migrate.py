@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from functools import cache
 from pathlib import Path
 
 from alembic import command
@@ -27,8 +29,20 @@ def upgrade_database(engine: Engine) -> None:
         command.upgrade(config, "head")
 
 
+@cache
+def head_revision() -> str | None:
+    """The newest migration of this Styrmin (read once: the files do not change while it runs)."""
+    return ScriptDirectory.from_config(_config()).get_current_head()
+
+
 def database_is_current(engine: Engine) -> bool:
     """Whether the database of ``engine`` has every migration applied."""
-    head = ScriptDirectory.from_config(_config()).get_current_head()
     with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision() == head
+        # Quietly: MigrationContext logs two INFO lines each time, and readiness probes call this often.
+        logger = logging.getLogger("alembic.runtime.migration")
+        level = logger.level
+        logger.setLevel(logging.WARNING)
+        try:
+            return MigrationContext.configure(connection).get_current_revision() == head_revision()
+        finally:
+            logger.setLevel(level)

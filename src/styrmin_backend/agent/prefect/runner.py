@@ -28,6 +28,7 @@ from typing import Any
 from styrmin_backend.agent.prefect import _protocol
 from styrmin_backend.agent.prefect._pool import RunnerPool, RunnerProcess, RunnerProcessError
 from styrmin_backend.domain.redaction import redact
+from styrmin_backend.metrics import counts_running_action
 
 logger = logging.getLogger(__name__)
 
@@ -280,6 +281,7 @@ class ActionRunner:
     ) -> None:
         await self.close()
 
+    @counts_running_action
     async def run_action(
         self,
         driver_dir: Path,
