@@ -14,7 +14,7 @@ from styrmin_backend.bootstrap import Prepared, prepare_database
 from styrmin_backend.logs import configure_logging
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_engine
-from styrmin_backend.store.migrate import upgrade_database
+from styrmin_backend.store.migrate import migration_lock, upgrade_database
 
 app = typer.Typer(help="Styrmin control plane.", no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
@@ -118,7 +118,9 @@ def server(host: HostOption = None, port: PortOption = None) -> None:
 def db_upgrade() -> None:
     """Apply the database migrations."""
     settings = Settings()
-    upgrade_database(make_engine(settings.effective_database_url))
+    engine = make_engine(settings.effective_database_url)
+    with migration_lock(engine):
+        upgrade_database(engine)
     console.print("The database schema is current.")
 
 
