@@ -31,6 +31,8 @@ from styrmin.errors import (
     WaitTimeoutError,
 )
 from styrmin.models import (
+    Agent,
+    AgentKey,
     Change,
     Configuration,
     Deployment,
@@ -64,6 +66,8 @@ __all__ = [
     "TOKEN_ENV",
     "URL_ENV",
     "APIError",
+    "Agent",
+    "AgentKey",
     "AsyncClient",
     "AuthenticationError",
     "BadRequestError",

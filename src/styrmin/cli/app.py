@@ -12,7 +12,7 @@ from rich.text import Text
 
 from styrmin import Client
 from styrmin._http import URL_ENV, resolve_url
-from styrmin.cli import contexts, deployments, drivers, tasks, users
+from styrmin.cli import agents, contexts, deployments, drivers, tasks, users
 from styrmin.cli._common import (
     OutputOption,
     State,
@@ -48,6 +48,7 @@ app.add_typer(drivers.app, name="drivers")
 app.add_typer(deployments.app, name="deployments")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(users.app, name="users")
+app.add_typer(agents.app, name="agents")
 
 
 def _version(value: bool) -> None:
