@@ -1,4 +1,4 @@
-"""Benchmark: rendering the example driver with Helm, and validating it (the subprocess included).
+"""Benchmark: rendering the example driver with Helm, and validating it (its render process included).
 
 Run: python bench/driver_render.py
 """
@@ -47,7 +47,7 @@ def main() -> None:
         validate_driver(EXAMPLE)
         validations.append(time.perf_counter() - started)
     print(
-        f"validate_driver p50 {statistics.median(validations):.2f} s (no target: importing Prefect dominates)"
+        f"validate_driver p50 {statistics.median(validations):.2f} s (no target: the render process dominates)"
     )
 
 

@@ -29,9 +29,8 @@ from _figures import percentile
 from lightkube.resources.core_v1 import Namespace
 
 from styrmin_backend.actions import GlobalContext, execute_commands
-from styrmin_backend.actions._kube import kube_client
+from styrmin_backend.actions._kube import LightkubeCluster, kube_client
 from styrmin_backend.actions._tail import OutputTail
-from styrmin_backend.actions.commands import _job_pod, _read_log
 from styrmin_localcluster import LocalCluster
 
 CATALOG = """apiVersion: localcluster.styrmin.io/v1
@@ -85,25 +84,25 @@ async def big_log(megabytes: int) -> tuple[float, int, float]:
     started = time.perf_counter()
     result = await execute_commands(command, image="bench/shell:1", context=context("biglog"))
     whole = time.perf_counter() - started
-    async with kube_client() as kube:
-        pod = await _job_pod(kube, NAMESPACE, result.job_name)
-        tail = OutputTail()
-        read_started = time.perf_counter()
-        await _read_log(kube, NAMESPACE, pod.metadata.name, tail)
-        read_seconds = time.perf_counter() - read_started
-        assert tail.total_bytes == megabytes * 1024 * 1024, tail.total_bytes
-        tracemalloc.start()
-        await _read_log(kube, NAMESPACE, pod.metadata.name, OutputTail())
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
+    cluster = LightkubeCluster()
+    pod = await cluster.job_pod(NAMESPACE, result.job_name)
+    assert pod.name is not None
+    tail = OutputTail()
+    read_started = time.perf_counter()
+    await cluster.read_job_log(NAMESPACE, pod.name, tail)
+    read_seconds = time.perf_counter() - read_started
+    assert tail.total_bytes == megabytes * 1024 * 1024, tail.total_bytes
+    tracemalloc.start()
+    await cluster.read_job_log(NAMESPACE, pod.name, OutputTail())
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
     return whole, peak, read_seconds
 
 
 async def main(rounds: int, log_mb: int) -> None:
-    async with kube_client() as kube:
-        await kube.apply(
-            Namespace.from_dict({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        )
+    await kube_client().apply(
+        Namespace.from_dict({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    )
     seconds = await overhead(rounds)
     p50, p99 = statistics.median(seconds) * 1000, percentile(seconds, 0.99) * 1000
     print(

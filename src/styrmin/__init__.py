@@ -1,7 +1,7 @@
 """Styrmin's Python SDK: ``Client`` and ``AsyncClient`` for the REST API, typed models and exceptions.
 
 >>> import styrmin
->>> client = styrmin.Client()  # doctest: +SKIP  (STYRMIN_URL and STYRMIN_TOKEN)
+>>> client = styrmin.Client()  # reads STYRMIN_URL and STYRMIN_TOKEN  # doctest: +SKIP
 >>> client.deployments.get("shop").app_version  # doctest: +SKIP
 '1.0.0'
 

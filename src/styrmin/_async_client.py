@@ -31,6 +31,7 @@ from styrmin.models import (
     Agent,
     AgentKey,
     Change,
+    Configuration,
     Deployment,
     Driver,
     DriverPush,
@@ -285,6 +286,14 @@ class AsyncTasks:
     async def get(self, task_id: int) -> Task:
         """One task with its steps, result and origin."""
         return await self._client.send(calls.get_task(task_id))
+
+    async def configuration(self, task_id: int) -> Configuration:
+        """The configuration the task's change applies, secret values included.
+
+        Only the actions of that task may read it, with their own token; every other caller reads a
+        deployment's configuration, where secret values are shown only as set.
+        """
+        return await self._client.send(calls.get_task_configuration(task_id))
 
     async def wait(
         self,

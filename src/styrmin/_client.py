@@ -30,6 +30,7 @@ from styrmin.models import (
     Agent,
     AgentKey,
     Change,
+    Configuration,
     Deployment,
     Driver,
     DriverPush,
@@ -287,6 +288,14 @@ class Tasks:
     def get(self, task_id: int) -> Task:
         """One task with its steps, result and origin."""
         return self._client.send(calls.get_task(task_id))
+
+    def configuration(self, task_id: int) -> Configuration:
+        """The configuration the task's change applies, secret values included.
+
+        Only the actions of that task may read it, with their own token; every other caller reads a
+        deployment's configuration, where secret values are shown only as set.
+        """
+        return self._client.send(calls.get_task_configuration(task_id))
 
     def wait(
         self,

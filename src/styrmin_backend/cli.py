@@ -11,6 +11,7 @@ from rich.console import Console
 from styrmin_backend.api import create_app
 from styrmin_backend.api.serving import serve_until_stopped
 from styrmin_backend.bootstrap import Prepared, prepare_database
+from styrmin_backend.data_dir import restrict_new_files
 from styrmin_backend.logs import configure_logging
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_engine
@@ -111,6 +112,7 @@ def agent() -> None:
 @app.command()
 def server(host: HostOption = None, port: PortOption = None) -> None:
     """Run the API server (production: set STYRMIN_DATABASE_URL to PostgreSQL)."""
+    restrict_new_files()
     _serve(Settings(), host, port)
 
 

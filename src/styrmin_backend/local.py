@@ -25,6 +25,7 @@ from styrmin_backend.agent.prefect import LocalPrefectServer
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.api import create_app
 from styrmin_backend.bootstrap import Prepared, prepare_database
+from styrmin_backend.data_dir import make_data_dir_private
 from styrmin_backend.services import agents
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory, transaction
@@ -135,7 +136,7 @@ def run_locally(
     Stops it all on exit: the server, then the agent, Prefect and the cluster.
     """
     data = settings.data_dir
-    data.mkdir(parents=True, exist_ok=True)
+    make_data_dir_private(data)
     with ExitStack() as stack:
         cluster = stack.enter_context(
             LocalCluster(
@@ -147,6 +148,7 @@ def run_locally(
         prefect = LocalPrefectServer(data / "prefect", port=prefect_port)
         prefect.start()
         stack.callback(prefect.stop)
+        make_data_dir_private(data)
         settings.prefect_ui_url = prefect.url
         settings.public_url = settings.effective_public_url
         if prepared is None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from styrmin_backend.bootstrap import Prepared, prepare_database
+from styrmin_backend.data_dir import restrict_new_files
 from styrmin_backend.drivers import DriverError, read_driver, validate_driver
 from styrmin_backend.local import LocalStyrmin, run_locally
 from styrmin_backend.services import drivers
@@ -73,6 +74,7 @@ def _wait_until_stopped(local: LocalStyrmin, stop: threading.Event) -> None:
 
 def run_up(settings: Settings, console: Console) -> None:
     """Start everything, print how to reach it, and run until interrupted."""
+    restrict_new_files()
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     stop = _stop_on_signals()

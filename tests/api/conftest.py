@@ -64,10 +64,12 @@ class Stack:
             user = users.get_user(session, username)
             return auth.issue_token(session, user, auth.TokenKind.API, timedelta(hours=1)).token
 
-    def actions_token(self, lifetime: timedelta = timedelta(minutes=10)) -> tuple[int, str]:
-        """A styrmin-actions token as a reconciliation gets it (through the internal service)."""
+    def actions_token(
+        self, lifetime: timedelta = timedelta(minutes=10), task_id: int | None = None
+    ) -> tuple[int, str]:
+        """A styrmin-actions token as the reconciliation of ``task_id`` gets it (through the internal service)."""
         with self.session() as session:
-            issued = auth.mint_actions_token(session, lifetime)
+            issued = auth.mint_actions_token(session, lifetime, task_id)
         return issued.id, issued.token
 
     def add_driver(self, version: str = "1.0.0") -> None:

@@ -154,7 +154,7 @@ def test_read_only_styrmin_actions_cannot_write_and_is_told_why(stack: Stack) ->
         headers=admin,
     )
     stack.client.patch(f"/api/v1/users/{ACTIONS_USERNAME}", json={"role": "read-only"}, headers=admin)
-    _, token = stack.actions_token()
+    _, token = stack.actions_token(task_id=1)
     response = stack.client.post(
         "/api/v1/deployments/shop/stop", json={"components": ["task-worker"]}, headers=stack.headers(token)
     )
@@ -168,8 +168,9 @@ def test_read_only_styrmin_actions_cannot_write_and_is_told_why(stack: Stack) ->
 def test_no_endpoint_mints_tokens_for_styrmin_actions(stack: Stack) -> None:
     _, token = stack.actions_token()
     response = stack.client.post("/api/v1/auth/tokens", json={"name": "mine"}, headers=stack.headers(token))
-    assert response.status_code == 422
-    assert "Styrmin gives each reconciliation its own" in response.json()["message"]
+    assert response.status_code == 403
+    assert "it cannot call POST /api/v1/auth/tokens" in response.json()["message"]
+    assert "Styrmin gives each reconciliation's actions their own token" in response.json()["message"]
 
 
 def test_session_cookie_is_httponly_samesite_and_writes_need_the_csrf_token(stack: Stack) -> None:

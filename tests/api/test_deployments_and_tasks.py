@@ -148,7 +148,7 @@ def test_task_shows_steps_output_notes_and_the_tasks_its_hook_started(stack: Sta
         step = workflow.add_step(session, upgrade_id, hook_step_name(Hook.UPGRADE, Mode.CORE))
         workflow.add_step_note(session, step.id, "Deleted Job shop-migrate-1 of an earlier action.")
         step_id = step.id
-    _, actions_token = stack.actions_token()
+    _, actions_token = stack.actions_token(task_id=upgrade_id)
     stop = stack.client.post(
         "/api/v1/deployments/shop/stop",
         json={"components": ["task-worker"], "started_by_step": step_id},

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
+import socket
 import tarfile
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import pytest
+import uvicorn
+
+from styrmin_backend.domain.limits import DRIVER_CHECK_RETRY_AFTER_SECONDS
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.drivers import pack_driver_folder
+from styrmin_backend.services import drivers as drivers_service
 from tests.support.drivers import driver_folder
 
 from .conftest import Stack
@@ -116,3 +127,227 @@ def test_create_deployment_uses_the_pushed_driver(stack: Stack, tmp_path: Path) 
     )
     assert response.status_code == 202, response.text
     assert response.json()["deployment"]["configuration"]["images"]["server"].endswith("{{ app.version }}")
+
+
+# --- Hostile drivers, sent to the server on loopback: it never runs their code, and its work is bounded.
+
+SPEC = """\
+apiVersion: styrmin.io/v1
+kind: Driver
+metadata:
+  name: hostile
+  version: 1.0.0
+spec:
+  application:
+    name: Hostile
+    defaultVersion: "1.0.0"
+  components:
+    - name: server
+      workload:
+        kind: Deployment
+        name: "{{ .Release.Name }}-server"
+  actions:
+    - name: upgrade
+      hook: upgrade
+      mode: core
+      location: "actions.py::upgrade"
+"""
+
+WORKLOAD = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}-server
+spec:
+  template:
+    spec:
+      containers:
+        - name: server
+          image: example.com/hostile:1
+"""
+
+ACTIONS = """\
+from prefect import flow
+
+
+@flow
+async def upgrade(context) -> None:
+    pass
+"""
+
+# About 700 bytes that stand for 9**9 values.
+ALIAS_BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{name}: &{name} [{','.join([f'*{previous}'] * 9)}]\n"
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def _archive(spec: str = SPEC, actions: str = ACTIONS, template: str = WORKLOAD, **extra: bytes) -> bytes:
+    files = {
+        "driver.styrmin.yml": spec.encode(),
+        "actions.py": actions.encode(),
+        "chart/Chart.yaml": b"apiVersion: v2\nname: hostile\nversion: 0.1.0\n",
+        "chart/templates/workload.yaml": template.encode(),
+        **extra,
+    }
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, content in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+class _Server(uvicorn.Server):
+    def install_signal_handlers(self) -> None:  # the test process keeps its own handlers
+        pass
+
+
+@pytest.fixture
+def server_url(stack: Stack) -> Iterator[str]:
+    """The stack's app served by uvicorn on loopback, as `styrmin server` serves it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = _Server(uvicorn.Config(stack.client.app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+def _send(url: str, path: str, archive: bytes, token: str) -> httpx.Response:
+    # Generous: the machine may be loaded; what matters is that an answer comes, and what it says.
+    return httpx.post(
+        f"{url}/api/v1{path}",
+        content=archive,
+        headers={"Authorization": f"Bearer {token}", **GZIP},
+        timeout=180,
+    )
+
+
+def test_validate_and_push_never_run_the_drivers_code(stack: Stack, server_url: str, tmp_path: Path) -> None:
+    marker = tmp_path / "driver-code-ran"
+    at_import = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran on the server')\n"
+    archive = _archive(actions=at_import + ACTIONS, **{"helpers.py": at_import.encode()})
+    reader = stack.make_user("viewer", Role.READ_ONLY)
+    writer = stack.make_user("author", Role.READ_WRITE)
+
+    validated = _send(server_url, "/drivers/validate", archive, reader)
+    pushed = _send(server_url, "/drivers", archive, writer)
+
+    assert not marker.exists()
+    assert validated.status_code == 200, validated.text
+    report = validated.json()
+    assert report["problems"] == []
+    assert [(a["name"], a["location"]) for a in report["actions"]] == [("upgrade", "actions.py::upgrade")]
+    assert pushed.status_code == 201, pushed.text
+    assert not marker.exists()
+
+
+def test_action_that_is_not_a_flow_is_reported_with_its_line_without_running_it(
+    stack: Stack, server_url: str
+) -> None:
+    actions = "import os\nos._exit(3)\n\n\ndef upgrade(context):\n    pass\n"
+    reader = stack.make_user("viewer", Role.READ_ONLY)
+
+    validated = _send(server_url, "/drivers/validate", _archive(actions=actions), reader)
+
+    assert validated.status_code == 200, validated.text
+    assert [p["message"] for p in validated.json()["problems"]] == [
+        "actions.py::upgrade (actions.py, line 5) is not a Prefect flow; decorate it with @flow "
+        "(from prefect import flow)."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("archive", "message"),
+    [
+        (_archive(SPEC + ALIAS_BOMB), "values once its aliases (*name) are expanded"),
+        (_archive(SPEC + "x: " + "[" * 50_000 + "]" * 50_000 + "\n"), "nested more than 100 deep"),
+        (_archive(**{"chart/x": b"a file", "chart/x/y": b"a file inside"}), "a path is either a file or"),
+        (
+            _archive(template=WORKLOAD + "---\napiVersion: v1\nkind: ConfigMap\ndata:\n  " + ALIAS_BOMB),
+            "renders too much",
+        ),
+    ],
+    ids=["alias-bomb", "nested-50000-deep", "file-and-folder", "alias-bomb-rendered-by-the-chart"],
+)
+def test_hostile_drivers_are_refused_with_a_message_while_other_requests_are_answered(
+    stack: Stack, server_url: str, archive: bytes, message: str
+) -> None:
+    writer = stack.make_user("author", Role.READ_WRITE)
+    others: list[int] = []
+    done = threading.Event()
+
+    def ask_meanwhile() -> None:
+        with httpx.Client(headers={"Authorization": f"Bearer {writer}"}, timeout=60) as client:
+            while not done.is_set():
+                others.append(client.get(f"{server_url}/api/v1/deployments").status_code)
+                time.sleep(0.05)
+
+    meanwhile = threading.Thread(target=ask_meanwhile)
+    meanwhile.start()
+    try:
+        pushed = _send(server_url, "/drivers", archive, writer)
+        validated = _send(server_url, "/drivers/validate", archive, writer)
+    finally:
+        done.set()
+        meanwhile.join()
+
+    assert pushed.status_code == 422, pushed.text
+    assert message in pushed.json()["message"]
+    assert any(message in p["message"] for p in validated.json()["problems"])
+    assert others and set(others) == {200}
+    assert stack.client.get("/api/v1/drivers", headers=stack.headers(writer)).json() == []
+
+
+def test_gzip_bomb_is_refused(stack: Stack, server_url: str) -> None:
+    header = tarfile.TarInfo("chart/zeros")
+    header.size = 1024**3
+    bomb = gzip.compress(header.tobuf()) + gzip.compress(b"\0" * (1024 * 1024)) * 1025
+    writer = stack.make_user("author", Role.READ_WRITE)
+
+    pushed = _send(server_url, "/drivers", bomb, writer)
+
+    assert pushed.status_code == 422, pushed.text
+    assert "hold more than 128 MiB" in pushed.json()["message"]
+
+
+def test_chart_that_renders_too_much_is_refused_and_not_stored(stack: Stack, server_url: str) -> None:
+    big = (
+        "{{- range $i := until 200 }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n"
+        '  name: big-{{ $i }}\ndata:\n  blob: {{ repeat 100000 "a" | quote }}\n{{- end }}\n'
+    )  # about 20 MB
+    writer = stack.make_user("author", Role.READ_WRITE)
+
+    pushed = _send(server_url, "/drivers", _archive(template=WORKLOAD + "---\n" + big), writer)
+
+    assert pushed.status_code == 422, pushed.text
+    assert "more than the 16 MiB Styrmin applies; render less" in pushed.json()["message"]
+    assert stack.client.get("/api/v1/drivers", headers=stack.headers(writer)).json() == []
+
+
+def test_checks_past_the_servers_limit_are_answered_429_with_retry_after(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slots = threading.BoundedSemaphore(1)
+    monkeypatch.setattr(drivers_service, "_check_slots", slots)
+    reader = stack.headers(stack.make_user("viewer", Role.READ_ONLY))
+    slots.acquire()  # another check is running
+    try:
+        busy = stack.client.post("/api/v1/drivers/validate", content=_archive(), headers={**reader, **GZIP})
+    finally:
+        slots.release()
+    free = stack.client.post("/api/v1/drivers/validate", content=_archive(), headers={**reader, **GZIP})
+
+    assert busy.status_code == 429
+    assert busy.headers["Retry-After"] == str(DRIVER_CHECK_RETRY_AFTER_SECONDS)
+    assert "send the driver again" in busy.json()["message"]
+    assert free.status_code == 200 and free.json()["problems"] == []

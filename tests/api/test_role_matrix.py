@@ -18,6 +18,7 @@ from .conftest import ADMIN_PASSWORD, Stack
 ANY = "signed-in"  # any active user, whatever the role
 AGENT = "agent"  # an agent key only: every user gets 401
 AGENT_OR_OWN_ACTIONS = "agent-or-own-actions"  # an agent, or the actions of the step's own task
+OWN_ACTIONS = "own-actions"  # the actions token of that very task only
 # What each endpoint needs, written out here (not read from the code) so that a route whose guard
 # changes, or a new route nobody classified, fails this test.
 NEEDS: dict[tuple[str, str], str] = {
@@ -62,6 +63,23 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/agent/steps/{step_id}/end"): AGENT,
     ("GET", "/api/v1/tasks"): ANY,
     ("GET", "/api/v1/tasks/{task_id}"): ANY,
+    ("GET", "/api/v1/tasks/{task_id}/configuration"): OWN_ACTIONS,
+}
+# What the actions token of the task that created deployment "shop" (driver "shop") may call, on that
+# deployment, its tasks and its driver; everything else answers 403.
+ACTIONS_MAY: set[tuple[str, str]] = {
+    ("GET", "/api/v1/whoami"),
+    ("GET", "/api/v1/deployments/{name}"),
+    ("POST", "/api/v1/deployments/{name}/upgrade"),
+    ("PUT", "/api/v1/deployments/{name}/configuration"),
+    ("POST", "/api/v1/deployments/{name}/stop"),
+    ("POST", "/api/v1/deployments/{name}/start"),
+    ("GET", "/api/v1/tasks/{task_id}"),
+    ("GET", "/api/v1/tasks/{task_id}/configuration"),
+    ("GET", "/api/v1/drivers/{name}/versions/{version}"),
+    ("GET", "/api/v1/drivers/{name}/versions/{version}/archive"),
+    ("POST", "/api/v1/agent/steps/{step_id}/notes"),
+    ("PUT", "/api/v1/agent/steps/{step_id}/output"),
 }
 
 CALLERS = ("admin", "read-write", "read-only", "anonymous", "styrmin-actions", "deactivated")
@@ -69,9 +87,13 @@ _ROLE_OF = {"admin": Role.ADMIN, "read-write": Role.READ_WRITE, "read-only": Rol
 _RANK = {Role.READ_ONLY: 0, Role.READ_WRITE: 1, Role.ADMIN: 2}
 
 
-def expected_allowed(caller: str, need: str) -> bool:
+def expected_allowed(caller: str, need: str, route: tuple[str, str]) -> bool:
     if need == "public":
         return True
+    if caller == ACTIONS_USERNAME:
+        return route in ACTIONS_MAY
+    if need == OWN_ACTIONS:
+        return False
     if caller in ("anonymous", "deactivated") or need in (AGENT, AGENT_OR_OWN_ACTIONS):
         return False
     role = Role.READ_WRITE if caller == ACTIONS_USERNAME else _ROLE_OF[caller]
@@ -128,11 +150,12 @@ def callers(stack: Stack) -> dict[str, Callable[[], dict[str, str]]]:
     stack.add_driver()
     admin_token = stack.login("admin", ADMIN_PASSWORD)
     admin = stack.headers(admin_token)
-    stack.client.post(
+    created_task = stack.client.post(
         "/api/v1/deployments",
         json={"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"},
         headers=admin,
-    )
+    ).json()["task"]["id"]
+    assert created_task == 1
     stack.make_user("victim", Role.READ_ONLY)
     stack.make_user("writer", Role.READ_WRITE)
     stack.make_user("reader", Role.READ_ONLY)
@@ -144,7 +167,7 @@ def callers(stack: Stack) -> dict[str, Callable[[], dict[str, str]]]:
         "read-write": lambda: stack.headers(stack.token_for("writer")),
         "read-only": lambda: stack.headers(stack.token_for("reader")),
         "anonymous": lambda: {},
-        "styrmin-actions": lambda: stack.headers(stack.actions_token()[1]),
+        "styrmin-actions": lambda: stack.headers(stack.actions_token(task_id=created_task)[1]),
         "deactivated": lambda: stack.headers(gone_token),
     }
 
@@ -164,7 +187,7 @@ def test_role_matrix(stack: Stack, callers: dict[str, Callable[[], dict[str, str
                 response = stack.client.request(method_, url, content=archive, headers=headers)
             else:
                 response = stack.client.request(method_, url, json=body, headers=headers)
-            allowed = expected_allowed(caller, need)
+            allowed = expected_allowed(caller, need, (method, path))
             denied_as = 401 if caller in ("anonymous", "deactivated") or need == AGENT else 403
             if allowed and response.status_code in (401, 403):
                 failures.append(

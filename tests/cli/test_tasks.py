@@ -43,13 +43,19 @@ def _upgrade_with_a_failed_hook(ctl: Ctl) -> tuple[int, int, int]:
         workflow.add_step_note(session, step.id, "Deleted Job shop-migrate-1 of an earlier action.")
         step_id = step.id
     child = ctl(
-        "deployments", "stop", name, "worker", "-o", "json", env={"STYRMIN_TOKEN": server.actions_token()}
+        "deployments",
+        "stop",
+        name,
+        "worker",
+        "-o",
+        "json",
+        env={"STYRMIN_TOKEN": server.actions_token(upgrade_id)},
     )
     assert child.exit_code == 0, child.output
     # styrminctl never links a change to a step; only actions (through the SDK) do:
     from styrmin import Client
 
-    with Client(server.url, server.actions_token()) as actions:
+    with Client(server.url, server.actions_token(upgrade_id)) as actions:
         linked = actions.deployments.start(name, ["worker"], started_by_step=step_id)
     assert linked.task is not None
     run_task(server, linked.task.id)

@@ -6,6 +6,7 @@ import gzip
 import io
 import os
 import tarfile
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -162,7 +163,7 @@ def test_symlink_in_a_folder_is_refused(make_driver: MakeDriver) -> None:
 
 
 def test_archive_too_large_when_unpacked_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(package_module, "MAX_CONTENT_BYTES", 64 * 1024)
+    monkeypatch.setattr(package_module, "DRIVER_CONTENT_MAX_BYTES", 64 * 1024)
     bomb = _tar([_file("driver.styrmin.yml", SPEC.encode()), _file("zeros.bin", b"\x00" * (4 * 1024 * 1024))])
     assert len(bomb) < 64 * 1024
 
@@ -171,10 +172,77 @@ def test_archive_too_large_when_unpacked_is_refused(monkeypatch: pytest.MonkeyPa
 
 
 def test_too_many_files_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(package_module, "MAX_FILES", 3)
+    monkeypatch.setattr(package_module, "DRIVER_MAX_ENTRIES", 3)
     entries = [_file("driver.styrmin.yml", SPEC.encode())] + [_file(f"f{i}.txt", b"x") for i in range(3)]
-    with pytest.raises(DriverError, match="more than 3 files"):
+    with pytest.raises(DriverError, match="more than 3 entries"):
         read_driver_archive(_tar(entries))
+
+
+def _folder(name: str) -> tuple[tarfile.TarInfo, None]:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.DIRTYPE
+    return info, None
+
+
+def test_folders_and_left_out_files_count_toward_the_entry_limit(
+    monkeypatch: pytest.MonkeyPatch, make_driver: MakeDriver
+) -> None:
+    monkeypatch.setattr(package_module, "DRIVER_MAX_ENTRIES", 4)
+    spec = _file("driver.styrmin.yml", SPEC.encode())
+    folders = [spec, _folder("a"), _folder("a/b"), _folder("a/b/c"), _folder("a/b/c/d")]
+    caches = [spec] + [_file(f"__pycache__/m{i}.pyc", b"x") for i in range(4)]
+    for entries in (folders, caches):
+        with pytest.raises(DriverError, match="more than 4 entries"):
+            read_driver_archive(_tar(entries))
+    root = make_driver(SPEC, files={f"__pycache__/m{i}.pyc": "x" for i in range(4)})
+    with pytest.raises(DriverError, match="more than 4 entries"):
+        pack_driver_folder(root)
+
+
+def test_names_that_are_not_utf8_are_refused(make_driver: MakeDriver) -> None:
+    info = tarfile.TarInfo("bad")
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:", format=tarfile.USTAR_FORMAT, encoding="latin-1") as archive:
+        archive.addfile(tarfile.TarInfo("driver.styrmin.yml"), io.BytesIO(b""))
+        info = tarfile.TarInfo("caf\xe9.py")
+        archive.addfile(info, io.BytesIO(b""))
+    with pytest.raises(DriverError, match=r"is not UTF-8; rename it"):
+        read_driver_archive(gzip.compress(raw.getvalue()))
+    root = make_driver(SPEC)
+    (root / os.fsdecode(b"caf\xe9.py")).write_text("")
+    with pytest.raises(DriverError, match=r"is not UTF-8; rename it"):
+        pack_driver_folder(root)
+
+
+def test_a_path_that_is_both_a_file_and_a_folder_is_refused() -> None:
+    entries = [_file("driver.styrmin.yml", SPEC.encode()), _file("x", b"file"), _file("x/y", b"inside")]
+    with pytest.raises(DriverError) as raised:
+        read_driver_archive(_tar(entries))
+    assert str(raised.value.problems[0]) == (
+        "x: is a file, and x/y is inside it as if it were a folder; a path is either a file or a folder: "
+        "rename one of them."
+    )
+
+
+def test_gzip_bomb_is_refused_without_holding_what_it_unpacks_to() -> None:
+    # 1 GiB of zeros in a file: gzip members of 1 MiB of zeros each, about 1 MB in all.
+    header = tarfile.TarInfo("zeros.bin")
+    header.size = 1024**3
+    spec_info, content = _file("driver.styrmin.yml", SPEC.encode())
+    spec_info.size = len(content)
+    spec = spec_info.tobuf() + content + b"\0" * (-len(content) % 512)
+    zeros = gzip.compress(b"\0" * (1024 * 1024))
+    bomb = gzip.compress(spec + header.tobuf()) + zeros * 1025
+    assert len(bomb) < 2 * 1024 * 1024
+
+    tracemalloc.start()
+    try:
+        with pytest.raises(DriverError, match=r"hold more than 128 MiB|unpacks to more than"):
+            read_driver_archive(bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 1024 * 1024
 
 
 def test_archive_without_a_spec_or_not_an_archive_is_refused() -> None:

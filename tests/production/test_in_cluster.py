@@ -91,6 +91,6 @@ async def test_an_action_reaches_the_cluster_through_the_folder_the_agent_names(
     from lightkube.resources.core_v1 import Namespace
 
     monkeypatch.setenv(SERVICE_ACCOUNT_ENV, str(service_account))
-    async with kube_client() as kube:
-        names = [namespace.metadata.name async for namespace in kube.list(Namespace)]
+    kube = kube_client()
+    names = [namespace.metadata.name async for namespace in kube.list(Namespace)]
     assert "default" in names

@@ -48,8 +48,9 @@ class LiveServer:
     def admin_token(self) -> str:
         return self.stack.token_for("admin")
 
-    def actions_token(self) -> str:
-        return self.stack.actions_token()[1]
+    def actions_token(self, task_id: int | None = None) -> str:
+        """A styrmin-actions token of the reconciliation of ``task_id``."""
+        return self.stack.actions_token(task_id=task_id)[1]
 
     def make_user(self, role: Role, username: str | None = None) -> str:
         """A new user with ``role`` (and USER_PASSWORD); returns its name."""

@@ -225,7 +225,7 @@ def test_a_task_shows_steps_output_notes_and_the_tasks_its_step_started(
     steps = run_task(
         live_server, upgrade.task.id, fail=True, output="line 1\nline 2\n", truncated=True, note="n1"
     )
-    with Client(live_server.url, live_server.actions_token()) as actions:
+    with Client(live_server.url, live_server.actions_token(upgrade.task.id)) as actions:
         child = actions.deployments.stop(name, ["worker"], started_by_step=steps["apply"])
     assert child.task is not None and child.task.requested_by == "styrmin-actions"
     run_task(live_server, child.task.id)

@@ -22,6 +22,7 @@ from styrmin_backend.domain.roles import Role
 from styrmin_backend.services import auth, changes, users, workflow
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.store.db import make_engine
+from styrmin_backend.store.models import StepRow
 from tests.api.conftest import ADMIN_PASSWORD, USER_PASSWORD, Stack, make_stack
 from tests.conftest import fresh_database_url
 
@@ -126,7 +127,9 @@ class Progress:
 
     def started_by_action(self, name: str, step_id: int, components: list[str]) -> int:
         """Stop ``components`` as an action of hook step ``step_id`` does (the API's stop, linked)."""
-        _, token = self.stack.actions_token()
+        with self.stack.session() as session:
+            task_of_step = session.get(StepRow, step_id).task_id
+        _, token = self.stack.actions_token(task_id=task_of_step)
         response = self.stack.client.post(
             f"/api/v1/deployments/{name}/stop",
             json={"components": components, "started_by_step": step_id},

@@ -1,20 +1,20 @@
-"""How the primitives reach the Styrmin API: the SDK, with the reconciliation's token from STYRMIN_TOKEN."""
+"""How the primitives reach the Styrmin API in the agent: the SDK, with the reconciliation's token."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import weakref
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import styrmin
-from styrmin_backend.actions.context import GlobalContext
-from styrmin_backend.actions.errors import ActionError
-from styrmin_backend.domain.users import ACTIONS_USERNAME
-from styrmin_backend.drivers import Component, DriverSpec
+from styrmin_backend.actions._backend import ApiFailed, ApiRefused, ApiUnavailable
+from styrmin_backend.drivers import DriverSpec
+
+WAIT_INTERVAL_SECONDS = 0.5
+"""How often a primitive reads the task it waits for."""
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], styrmin.AsyncClient]] = (
     weakref.WeakKeyDictionary()
@@ -32,95 +32,101 @@ def _client_for(url: str) -> styrmin.AsyncClient:
     return per_loop[key]
 
 
-@asynccontextmanager
-async def styrmin_client(context: GlobalContext, doing: str) -> AsyncIterator[styrmin.AsyncClient]:
-    """An SDK client for ``context``'s API, as styrmin-actions; every API error becomes an ActionError.
-
-    ``doing`` names the call in the error, as the user reads it on the hook step:
-    ``stop_components(["task-worker"]) of deployment "shop"``.
-    """
+@contextmanager
+def _sdk_errors() -> Iterator[None]:
     try:
-        client = _client_for(context.api_url)
-    except styrmin.StyrminError as error:
-        raise ActionError(f"{doing} cannot call the Styrmin API: {error.message}") from None
-    if client.token is None:
-        raise ActionError(
-            f"{doing} cannot call the Styrmin API: {styrmin.TOKEN_ENV} is not set. Styrmin sets it for the "
-            "actions it runs; to run an action elsewhere, set it to a token of a Read/write user."
-        )
-    try:
-        yield client
+        yield
     except (styrmin.AuthenticationError, styrmin.ForbiddenError) as error:
-        raise ActionError(
-            f"{doing} was refused by the Styrmin API: {error.message} "
-            f"Actions call the API as the built-in user {ACTIONS_USERNAME}, which must be active "
-            "and have the role Read/write."
-        ) from None
+        raise ApiRefused(error.message) from None
     except styrmin.StyrminError as error:
-        raise ActionError(f"{doing} failed: {error}") from None
-
-
-async def add_step_note(client: styrmin.AsyncClient, step_id: int, note: str) -> None:
-    """Add a line to the hook step's notes (the server redacts it)."""
-    await client.steps.add_note(step_id, note)
-
-
-async def store_step_output(client: styrmin.AsyncClient, step_id: int, tail: str, truncated: bool) -> None:
-    """Store the kept end of a failed command's output on the hook step."""
-    await client.steps.store_output(step_id, tail, truncated=truncated)
+        raise ApiFailed(str(error)) from None
 
 
 _specs: dict[tuple[str, str, str], DriverSpec] = {}
 
 
-async def driver_spec(client: styrmin.AsyncClient, context: GlobalContext) -> DriverSpec:
-    """The spec of the change's driver version (its components), as the registry stores it."""
-    key = (client.url, context.driver_name, context.driver_version)
-    if key not in _specs:
-        driver = await client.drivers.get(context.driver_name, context.driver_version)
-        document: dict[str, Any] = {
-            "apiVersion": "styrmin.io/v1",
-            "kind": "Driver",
-            "metadata": {"name": driver.name, "version": driver.version},
-            "spec": {
-                "application": {
-                    "name": driver.application.name,
-                    "defaultVersion": driver.application.default_version,
+class SdkApi:
+    """The Styrmin API at ``url`` through the SDK, as the user whose token is in STYRMIN_TOKEN."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @property
+    def _client(self) -> styrmin.AsyncClient:
+        try:
+            return _client_for(self.url)
+        except styrmin.StyrminError as error:
+            raise ApiUnavailable(error.message) from None
+
+    @property
+    def token(self) -> str | None:
+        return os.environ.get(styrmin.TOKEN_ENV, "").strip() or None
+
+    async def driver_spec(self, driver_name: str, driver_version: str) -> DriverSpec:
+        key = (self.url, driver_name, driver_version)
+        if key not in _specs:
+            with _sdk_errors():
+                driver = await self._client.drivers.get(driver_name, driver_version)
+            document: dict[str, Any] = {
+                "apiVersion": "styrmin.io/v1",
+                "kind": "Driver",
+                "metadata": {"name": driver.name, "version": driver.version},
+                "spec": {
+                    "application": {
+                        "name": driver.application.name,
+                        "defaultVersion": driver.application.default_version,
+                    },
+                    "components": [
+                        {
+                            "name": c.name,
+                            "workload": {"kind": c.workload_kind, "name": c.workload_name},
+                            **({"container": c.container} if c.container else {}),
+                        }
+                        for c in driver.components
+                    ],
                 },
-                "components": [
-                    {
-                        "name": c.name,
-                        "workload": {"kind": c.workload_kind, "name": c.workload_name},
-                        **({"container": c.container} if c.container else {}),
-                    }
-                    for c in driver.components
-                ],
-            },
-        }
-        _specs[key] = DriverSpec.model_validate(document)
-    return _specs[key]
+            }
+            _specs[key] = DriverSpec.model_validate(document)
+        return _specs[key]
 
+    async def request_components(
+        self, deployment: str, components: list[str], *, running: bool, started_by_step: int
+    ) -> int | None:
+        client = self._client
+        call = client.deployments.start if running else client.deployments.stop
+        with _sdk_errors():
+            change = await call(deployment, components, started_by_step=started_by_step)
+        return None if change.task is None else change.task.id
 
-def declared_component(spec: DriverSpec, component: str) -> Component:
-    """The component ``component`` of the driver; raises ActionError naming the driver's components."""
-    try:
-        return spec.spec.component(component)
-    except KeyError:
-        names = ", ".join(c.name for c in spec.spec.components) or "none"
-        raise ActionError(
-            f'Driver {spec.metadata.name}@{spec.metadata.version} has no component "{component}"; '
-            f"its components are: {names}."
-        ) from None
+    async def request_upgrade(
+        self, deployment: str, *, app_version: str, driver_version: str, started_by_step: int
+    ) -> int | None:
+        with _sdk_errors():
+            change = await self._client.deployments.upgrade(
+                deployment,
+                app_version=app_version,
+                driver_version=driver_version,
+                started_by_step=started_by_step,
+            )
+        return None if change.task is None else change.task.id
 
+    async def configured_env(self, task_id: int, component: str) -> dict[str, str]:
+        with _sdk_errors():
+            configuration = await self._client.tasks.configuration(task_id)
+        return dict(configuration.env.get(component, {}))
 
-_log = logging.getLogger("styrmin.actions")
+    async def get_task(self, task_id: int) -> styrmin.Task:
+        with _sdk_errors():
+            return await self._client.tasks.get(task_id)
 
+    async def wait_for_task(self, task_id: int) -> styrmin.Task:
+        with _sdk_errors():
+            return await self._client.tasks.wait(task_id, interval=WAIT_INTERVAL_SECONDS)
 
-def log_progress(message: str) -> None:
-    """Log what a primitive did to the action's flow run (shown in the Prefect UI), else to Python's log."""
-    try:
-        from prefect import get_run_logger
+    async def add_step_note(self, step_id: int, note: str) -> None:
+        with _sdk_errors():
+            await self._client.steps.add_note(step_id, note)
 
-        get_run_logger().info(message)
-    except Exception:  # not in a flow run (a test calling the primitive directly)
-        _log.info(message)
+    async def store_step_output(self, step_id: int, tail: str, truncated: bool) -> None:
+        with _sdk_errors():
+            await self._client.steps.store_output(step_id, tail, truncated=truncated)

@@ -1,26 +1,32 @@
-"""How the primitives reach the deployment's cluster: lightkube, with the agent's kubeconfig."""
+"""How the primitives reach the deployment's cluster in the agent: lightkube, with the agent's kubeconfig."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import weakref
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import httpx2 as httpx
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
+from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Pod, PodLog
+from lightkube.types import CascadeType
 
-from styrmin_backend.actions.context import GlobalContext
+from styrmin_backend.actions._backend import ActionJob, JobPod
+from styrmin_backend.actions._tail import OutputTail
+from styrmin_backend.actions.commands import JOB_CONTAINER, JOB_NAME_LABEL, OUTPUT_READ_ANNOTATION
 from styrmin_backend.actions.errors import ActionError
 from styrmin_backend.cluster.connection import SERVICE_ACCOUNT_ENV
-from styrmin_backend.drivers import Component
 
 FIELD_MANAGER = "styrmin-actions"
-_WORKLOADS: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": StatefulSet}
 
+_WORKLOADS: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": StatefulSet}
+_LOG_CHUNK_BYTES = 64 * 1024
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, AsyncClient]] = (
     weakref.WeakKeyDictionary()
@@ -28,8 +34,7 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, AsyncCl
 """One client per event loop and kubeconfig, shared by the primitives an action calls in a row."""
 
 
-@asynccontextmanager
-async def kube_client() -> AsyncIterator[AsyncClient]:
+def kube_client() -> AsyncClient:
     """A client of the cluster: KUBECONFIG or STYRMIN_SERVICE_ACCOUNT_DIR (the agent sets one for its
     actions), else the usual in-cluster config."""
     path = os.environ.get("KUBECONFIG", "")
@@ -50,30 +55,168 @@ async def kube_client() -> AsyncIterator[AsyncClient]:
                 "passes its kubeconfig in KUBECONFIG; outside the agent, set KUBECONFIG."
             ) from None
         per_loop[key] = AsyncClient(config, field_manager=FIELD_MANAGER)
+    return per_loop[key]
+
+
+@contextmanager
+def _kube_errors() -> Iterator[None]:
     try:
-        yield per_loop[key]
+        yield
     except ApiError as error:
         raise ActionError(f"The cluster refused a request of the action: {error.status.message}") from None
     except httpx.TransportError as error:
         raise ActionError(f"The action cannot reach the cluster: {error}") from None
 
 
-async def component_pod_template(
-    kube: AsyncClient, context: GlobalContext, component: Component
-) -> dict[str, Any]:
-    """The pod template of ``component``'s workload as it is in the cluster now, as a plain dict."""
-    kind = component.workload.kind
-    name = component.workload.resolved_name(context.deployment_name)
-    try:
-        workload = await kube.get(_WORKLOADS[kind], name, namespace=context.namespace)
-    except ApiError as error:
-        if error.status.code == 404:
-            raise ActionError(
-                f'Component "{component.name}" of deployment "{context.deployment_name}" has no workload: '
-                f'{kind} {name} is not in namespace "{context.namespace}". Its pod template is read from '
-                "the cluster, so read it once the chart is installed (in the setup post-hook, or during "
-                "an upgrade)."
-            ) from None
-        raise ActionError(f"Reading {kind} {name} in namespace {context.namespace} failed: {error}") from None
-    template: dict[str, Any] = (workload.to_dict().get("spec") or {}).get("template") or {}
-    return template
+def _condition(job: Any, kind: str) -> bool:
+    conditions = (job.status.conditions if job.status else None) or []
+    return any(c.type == kind and c.status == "True" for c in conditions)
+
+
+def _failure_reason(job: Any) -> str:
+    for condition in (job.status.conditions if job.status else None) or []:
+        if condition.type == "Failed" and condition.status == "True":
+            return f"{condition.reason}: {condition.message}" if condition.message else str(condition.reason)
+    return ""
+
+
+def action_job(job: Any) -> ActionJob:
+    """The facts the primitives read from a lightkube Job."""
+    complete, failed = _condition(job, "Complete"), _condition(job, "Failed")
+    return ActionJob(
+        name=str(job.metadata.name),
+        labels=dict(job.metadata.labels or {}),
+        annotations=dict(job.metadata.annotations or {}),
+        ended=complete or failed,
+        succeeded=complete,
+        failure_reason=_failure_reason(job),
+        resource_version=job.metadata.resourceVersion,
+    )
+
+
+def _job_pod(pod: Any) -> JobPod:
+    """The command's exit code, or None and why it did not run (its container's waiting reason)."""
+    if pod is None:
+        return JobPod(None, None, "its pod is gone")
+    name = str(pod.metadata.name)
+    for status in (pod.status.containerStatuses if pod.status else None) or []:
+        if status.name != JOB_CONTAINER or status.state is None:
+            continue
+        if status.state.terminated is not None:
+            return JobPod(name, int(status.state.terminated.exitCode))
+        if status.state.waiting is not None:
+            waiting = status.state.waiting
+            return JobPod(
+                name, None, f"{waiting.reason}: {waiting.message}" if waiting.message else waiting.reason
+            )
+    if pod.status and (pod.status.reason or pod.status.message):
+        return JobPod(name, None, " ".join(part for part in (pod.status.reason, pod.status.message) if part))
+    return JobPod(name, None)
+
+
+class LightkubeCluster:
+    """The cluster of KUBECONFIG (else the in-cluster service account), through lightkube."""
+
+    @property
+    def _kube(self) -> AsyncClient:
+        return kube_client()
+
+    async def pod_template(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        with _kube_errors():
+            try:
+                workload = await self._kube.get(_WORKLOADS[kind], name, namespace=namespace)
+            except ApiError as error:
+                if error.status.code == 404:
+                    return None
+                raise
+        template: dict[str, Any] = (workload.to_dict().get("spec") or {}).get("template") or {}
+        return template
+
+    async def list_action_jobs(self, namespace: str, labels: Mapping[str, str]) -> list[ActionJob]:
+        with _kube_errors():
+            return [
+                action_job(job)
+                async for job in self._kube.list(Job, namespace=namespace, labels=dict(labels))
+            ]
+
+    async def create_job(self, manifest: dict[str, Any]) -> str | None:
+        with _kube_errors():
+            try:
+                created: Any = await self._kube.create(Job.from_dict(manifest))
+            except ApiError as error:
+                if error.status.code == 409:
+                    return None
+                raise
+        return str(created.metadata.resourceVersion)
+
+    async def delete_job(self, namespace: str, name: str) -> bool:
+        with _kube_errors():
+            try:
+                await self._kube.delete(Job, name, namespace=namespace, cascade=CascadeType.BACKGROUND)
+            except ApiError as error:
+                if error.status.code == 404:
+                    return False
+                raise
+        return True
+
+    async def wait_for_job_end(self, namespace: str, name: str, resource_version: str | None) -> ActionJob:
+        """Followed with a watch, read again whenever the watch stops."""
+        kube = self._kube
+        while True:
+            with contextlib.suppress(ApiError):
+                async for _, event_job in kube.watch(
+                    Job,
+                    namespace=namespace,
+                    fields={"metadata.name": name},
+                    resource_version=resource_version,
+                ):
+                    followed = action_job(event_job)
+                    if followed.ended:
+                        return followed
+                    resource_version = followed.resource_version
+            with _kube_errors():
+                job = action_job(await kube.get(Job, name, namespace=namespace))
+            if job.ended:
+                return job
+            resource_version = job.resource_version
+            await asyncio.sleep(0.2)
+
+    async def job_pod(self, namespace: str, job_name: str) -> JobPod:
+        """The newest pod of the Job, should there be several."""
+        selector: dict[str, Any] = {JOB_NAME_LABEL: job_name}
+        with _kube_errors():
+            pods: list[Any] = [
+                pod async for pod in self._kube.list(Pod, namespace=namespace, labels=selector)
+            ]
+        newest = max(pods, key=lambda pod: str(pod.metadata.creationTimestamp or "")) if pods else None
+        return _job_pod(newest)
+
+    async def read_job_log(self, namespace: str, pod: str, tail: OutputTail) -> None:
+        """Stream the log: memory stays bounded by the tail's size, whatever its length."""
+        # lightkube's own log() reads the whole answer into memory when not following it; this streams
+        # the same request's bytes instead.
+        http: Any = self._kube._client
+        request = http.build_adapter_request(
+            http.prepare_request(
+                "get", PodLog, name=pod, namespace=namespace, params={"container": JOB_CONTAINER}
+            )
+        )
+        with _kube_errors():
+            response = await http.send(request, stream=True)
+            try:
+                if response.is_error:
+                    await response.aread()
+                    http.raise_for_status(response)
+                async for chunk in response.aiter_bytes(_LOG_CHUNK_BYTES):
+                    tail.feed(chunk)
+            finally:
+                await response.aclose()
+
+    async def mark_job_output_read(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(ApiError):
+            await self._kube.patch(
+                Job,
+                name,
+                {"metadata": {"annotations": {OUTPUT_READ_ANNOTATION: "true"}}},
+                namespace=namespace,
+            )

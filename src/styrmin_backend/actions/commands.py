@@ -9,7 +9,6 @@ action fails rather than run two commands of one deployment at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import secrets
 import shlex
@@ -17,24 +16,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lightkube import ApiError, AsyncClient
-from lightkube.resources.batch_v1 import Job
-from lightkube.resources.core_v1 import Pod, PodLog
-from lightkube.types import CascadeType
-
-import styrmin
-from styrmin_backend.actions._api import (
-    add_step_note,
+from styrmin_backend.actions._backend import (
+    ActionBackend,
+    ActionJob,
+    ApiFailed,
+    ApiRefused,
+    ApiUnavailable,
+    backend_for,
+)
+from styrmin_backend.actions._rules import (
+    calling_api,
+    component_pod_template,
     declared_component,
     driver_spec,
-    log_progress,
-    store_step_output,
-    styrmin_client,
 )
-from styrmin_backend.actions._kube import component_pod_template, kube_client
 from styrmin_backend.actions._tail import OutputTail
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError, CommandFailed
+from styrmin_backend.domain.secrets import SECRET_SET
 from styrmin_backend.drivers.workloads import component_container
 
 DEFAULT_COMMAND_TIMEOUT_SECONDS = 3600
@@ -52,7 +51,6 @@ JOB_NAME_LABEL = "styrmin.io/job"
 OUTPUT_READ_ANNOTATION = "styrmin.io/output-read"
 """Set once the action that started a Job has read its result: the Job may then be deleted."""
 
-_LOG_CHUNK_BYTES = 64 * 1024
 _WAIT_GRACE_SECONDS = 30
 """Beyond the Job's own deadline, how long to wait for Kubernetes to end it before deleting it."""
 
@@ -105,60 +103,60 @@ async def execute_commands(
     if not argv:
         raise ActionError("execute_commands needs a command; give e.g. ['shop', 'migrate'].")
     doing = f'execute_commands({shlex.join(argv)!r}) of deployment "{context.deployment_name}"'
-    async with styrmin_client(context, doing) as client, kube_client() as kube:
+    backend = backend_for(context)
+    cluster = backend.cluster
+    async with calling_api(backend, doing):
         container_env: list[dict[str, Any]] = []
         env_from: list[dict[str, Any]] = []
         if env_from_component is not None:
-            container_env, env_from = await _component_env(client, kube, context, env_from_component)
+            container_env, env_from = await _component_env(backend, context, env_from_component)
         container_env = _set_env(container_env, env or {})
-        await _delete_ended_action_jobs(client, kube, context)
-        for attempt in range(3):
+        await _delete_ended_action_jobs(backend, context)
+        for _ in range(3):  # a random suffix that is taken: draw another
             job_name = _job_name(context.deployment_name, argv)
             manifest = _job_manifest(context, job_name, argv, image, container_env, env_from, timeout)
-            try:
-                created: Any = await kube.create(manifest)
+            resource_version = await cluster.create_job(manifest)
+            if resource_version is not None:
                 break
-            except ApiError as error:
-                if error.status.code == 409 and attempt < 2:  # the random suffix is taken: draw another
-                    continue
-                raise ActionError(
-                    f"{doing}: Kubernetes refused Job {job_name}: {error.status.message}"
-                ) from None
-        log_progress(
-            f"Started Job {job_name} in namespace {context.namespace}: {shlex.join(argv)} in {image}"
-        )
+        else:
+            raise ActionError(f"{doing}: Kubernetes refused Job {job_name}: its name is taken.")
+        backend.log(f"Started Job {job_name} in namespace {context.namespace}: {shlex.join(argv)} in {image}")
         try:
             async with asyncio.timeout(timeout + _WAIT_GRACE_SECONDS):
-                job = await _wait_for_end(kube, context.namespace, job_name, created.metadata.resourceVersion)
+                job = await cluster.wait_for_job_end(context.namespace, job_name, resource_version)
         except (TimeoutError, asyncio.CancelledError) as stopped:
             # The action gives up on the Job: do not leave its command running behind it.
-            await asyncio.shield(_delete_job(kube, context.namespace, job_name))
+            await asyncio.shield(cluster.delete_job(context.namespace, job_name))
             if isinstance(stopped, asyncio.CancelledError):
                 raise
             raise ActionError(
                 f"Job {job_name} did not end within {timeout:g} seconds (the timeout of {doing}); "
                 "it was deleted. Give execute_commands a longer timeout if the command needs it."
             ) from None
-        return await _result(client, kube, context, job, argv, timeout)
+        return await _result(backend, context, job, argv, timeout)
 
 
 async def _component_env(
-    client: styrmin.AsyncClient, kube: AsyncClient, context: GlobalContext, component: str
+    backend: ActionBackend, context: GlobalContext, component: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The env and envFrom of the component container, with the new configuration's env vars on top.
 
     The workload may still have the previous configuration: a var the new one sets replaces it, and
     a var the new one removed stays, as the workload has it.
     """
-    spec = await driver_spec(client, context)
+    spec = await driver_spec(backend, context)
     declared = declared_component(spec, component)
-    template = await component_pod_template(kube, context, declared)
+    template = await component_pod_template(backend, context, declared)
     try:
         container = component_container(template, declared)
     except LookupError as error:
         raise ActionError(f"execute_commands(env_from_component={component!r}): {error}") from None
     copied = [dict(var) for var in container.get("env") or []]
-    env = _set_env(copied, context.configuration.env.get(component, {}))
+    configured = context.configuration.env.get(component, {})
+    if any(SECRET_SET in value for value in configured.values()):
+        # The context (a Prefect parameter) shows secret values only as set: read them with the token.
+        configured = await backend.api.configured_env(context.task_id, component)
+    env = _set_env(copied, configured)
     return env, [dict(source) for source in container.get("envFrom") or []]
 
 
@@ -176,44 +174,33 @@ def _set_env(env: list[dict[str, Any]], values: Mapping[str, str]) -> list[dict[
     return merged
 
 
-async def _delete_ended_action_jobs(
-    client: styrmin.AsyncClient, kube: AsyncClient, context: GlobalContext
-) -> None:
+async def _delete_ended_action_jobs(backend: ActionBackend, context: GlobalContext) -> None:
     """Delete the Jobs earlier actions of this deployment left, once ended; fail if one still runs."""
-    labels: dict[str, Any] = {DEPLOYMENT_LABEL: context.deployment_name, ACTION_JOB_LABEL: "true"}
-    jobs: list[Any] = [job async for job in kube.list(Job, namespace=context.namespace, labels=labels)]
-    for job in jobs:
-        name = str(job.metadata.name)
-        job_labels = job.metadata.labels or {}
-        same_task = job_labels.get(TASK_LABEL) == str(context.task_id)
-        if not _ended(job):
+    labels = {DEPLOYMENT_LABEL: context.deployment_name, ACTION_JOB_LABEL: "true"}
+    for job in await backend.cluster.list_action_jobs(context.namespace, labels):
+        same_task = job.labels.get(TASK_LABEL) == str(context.task_id)
+        if not job.ended:
             if same_task:
                 continue  # another action of this change's hook, running next to this one
             raise ActionError(
-                f'Job {name} of an earlier action of deployment "{context.deployment_name}" is still running '
-                f"(task {job_labels.get(TASK_LABEL, 'unknown')}). Wait for it to end, then request the "
-                "change again."
+                f'Job {job.name} of an earlier action of deployment "{context.deployment_name}" is still '
+                f"running (task {job.labels.get(TASK_LABEL, 'unknown')}). Wait for it to end, then request "
+                "the change again."
             )
-        if same_task and (job.metadata.annotations or {}).get(OUTPUT_READ_ANNOTATION) != "true":
+        if same_task and job.annotations.get(OUTPUT_READ_ANNOTATION) != "true":
             continue  # its action may still be reading its output
-        if await _delete_job(kube, context.namespace, name):
-            outcome = "succeeded" if _succeeded(job) else "failed"
-            await add_step_note(
-                client,
-                context.hook_step_id,
-                f"Deleted Job {name}, left by an earlier action (it {outcome}), before starting a new one.",
-            )
+        if await backend.cluster.delete_job(context.namespace, job.name):
+            await backend.api.add_step_note(context.hook_step_id, deleted_job_note(job))
 
 
-async def _delete_job(kube: AsyncClient, namespace: str, name: str) -> bool:
-    """Delete a Job and its pods; False when it was already gone."""
-    try:
-        await kube.delete(Job, name, namespace=namespace, cascade=CascadeType.BACKGROUND)
-    except ApiError as error:
-        if error.status.code == 404:
-            return False
-        raise
-    return True
+def deleted_job_note(job: ActionJob) -> str:
+    """The note on the hook step naming a Job deleted before a new one started.
+
+    >>> deleted_job_note(ActionJob("shop-migrate-7f3c", ended=True, succeeded=True))
+    'Deleted Job shop-migrate-7f3c, left by an earlier action (it succeeded), before starting a new one.'
+    """
+    outcome = "succeeded" if job.succeeded else "failed"
+    return f"Deleted Job {job.name}, left by an earlier action (it {outcome}), before starting a new one."
 
 
 def _job_name(deployment: str, argv: list[str]) -> str:
@@ -233,7 +220,7 @@ def _job_manifest(
     env: list[dict[str, Any]],
     env_from: list[dict[str, Any]],
     timeout: float,
-) -> Any:
+) -> dict[str, Any]:
     labels = {
         DEPLOYMENT_LABEL: context.deployment_name,
         ACTION_JOB_LABEL: "true",
@@ -246,95 +233,54 @@ def _job_manifest(
         container["env"] = env
     if env_from:
         container["envFrom"] = env_from
-    return Job.from_dict(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "namespace": context.namespace, "labels": labels},
-            "spec": {
-                "backoffLimit": 0,
-                "activeDeadlineSeconds": max(1, int(timeout)),
-                "template": {
-                    "metadata": {"labels": {**labels, JOB_NAME_LABEL: name}},
-                    "spec": {"restartPolicy": "Never", "containers": [container]},
-                },
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": context.namespace, "labels": labels},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": max(1, int(timeout)),
+            "template": {
+                "metadata": {"labels": {**labels, JOB_NAME_LABEL: name}},
+                "spec": {"restartPolicy": "Never", "containers": [container]},
             },
-        }
-    )
-
-
-def _condition(job: Any, kind: str) -> bool:
-    conditions = (job.status.conditions if job.status else None) or []
-    return any(c.type == kind and c.status == "True" for c in conditions)
-
-
-def _ended(job: Any) -> bool:
-    return _condition(job, "Complete") or _condition(job, "Failed")
-
-
-def _succeeded(job: Any) -> bool:
-    return _condition(job, "Complete")
-
-
-async def _wait_for_end(kube: AsyncClient, namespace: str, name: str, resource_version: str | None) -> Any:
-    """The Job once it has ended, followed with a watch (read again whenever the watch stops)."""
-    while True:
-        with contextlib.suppress(ApiError):
-            async for _, event_job in kube.watch(
-                Job, namespace=namespace, fields={"metadata.name": name}, resource_version=resource_version
-            ):
-                followed: Any = event_job
-                if _ended(followed):
-                    return followed
-                resource_version = followed.metadata.resourceVersion
-        job: Any = await kube.get(Job, name, namespace=namespace)
-        if _ended(job):
-            return job
-        resource_version = job.metadata.resourceVersion
-        await asyncio.sleep(0.2)
+        },
+    }
 
 
 async def _result(
-    client: styrmin.AsyncClient,
-    kube: AsyncClient,
-    context: GlobalContext,
-    job: Any,
-    argv: list[str],
-    timeout: float,
+    backend: ActionBackend, context: GlobalContext, job: ActionJob, argv: list[str], timeout: float
 ) -> CommandResult:
-    name = job.metadata.name
-    pod = await _job_pod(kube, context.namespace, name)
-    exit_code, why_not_run = _exit_code(pod)
+    name = job.name
+    cluster = backend.cluster
+    pod = await cluster.job_pod(context.namespace, name)
     tail = OutputTail()
-    if pod is not None and exit_code is not None:
-        await _read_log(kube, context.namespace, pod.metadata.name, tail)
-    text, truncated = tail.redacted([client.token] if client.token else [])
-    with contextlib.suppress(ApiError):
-        await kube.patch(
-            Job,
-            name,
-            {"metadata": {"annotations": {OUTPUT_READ_ANNOTATION: "true"}}},
-            namespace=context.namespace,
-        )
-    if _succeeded(job) and exit_code in (0, None):
-        log_progress(f"Job {name} succeeded")
+    if pod.name is not None and pod.exit_code is not None:
+        await cluster.read_job_log(context.namespace, pod.name, tail)
+    token = backend.api.token
+    text, truncated = tail.redacted([token] if token else [])
+    await cluster.mark_job_output_read(context.namespace, name)
+    if job.succeeded and pod.exit_code in (0, None):
+        backend.log(f"Job {name} succeeded")
         return CommandResult(name, 0, text, truncated)
     # The command's failure is the error users need; a refused store only adds to it.
     stored_error: str | None = None
     try:
-        await store_step_output(client, context.hook_step_id, text, truncated)
-    except styrmin.StyrminError as error:
-        stored_error = error.message
-    if _failure_reason(job).startswith("DeadlineExceeded"):
+        await backend.api.store_step_output(context.hook_step_id, text, truncated)
+    except (ApiUnavailable, ApiRefused, ApiFailed) as error:
+        stored_error = str(error)
+    reason = job.failure_reason or "Kubernetes gave no reason."
+    if reason.startswith("DeadlineExceeded"):
         message = (
             f"Job {name} did not end within {timeout:g} seconds, the timeout of its command "
             f"{shlex.join(argv)!r}; Kubernetes stopped it. Give execute_commands a longer timeout if it needs one."
         )
-    elif exit_code is None:
-        reason = why_not_run or _failure_reason(job)
-        message = f"Job {name} failed before its command {shlex.join(argv)!r} ended: {reason}"
+    elif pod.exit_code is None:
+        message = (
+            f"Job {name} failed before its command {shlex.join(argv)!r} ended: {pod.why_not_run or reason}"
+        )
     else:
-        message = f"Job {name} failed: its command {shlex.join(argv)!r} exited with code {exit_code}."
+        message = f"Job {name} failed: its command {shlex.join(argv)!r} exited with code {pod.exit_code}."
         last = next((line for line in reversed(text.splitlines()) if line.strip()), None)
         if last is not None:
             message += f" Its last line: {last[:300]}"
@@ -343,59 +289,5 @@ async def _result(
     elif text:
         message += " The end of its output is stored on the hook step."
     raise CommandFailed(
-        message, job_name=name, exit_code=exit_code, output_tail=text, output_truncated=truncated
+        message, job_name=name, exit_code=pod.exit_code, output_tail=text, output_truncated=truncated
     )
-
-
-async def _job_pod(kube: AsyncClient, namespace: str, job_name: str) -> Any:
-    """The Job's pod (the newest, should there be several)."""
-    selector: dict[str, Any] = {JOB_NAME_LABEL: job_name}
-    pods: list[Any] = [pod async for pod in kube.list(Pod, namespace=namespace, labels=selector)]
-    if not pods:
-        return None
-    return max(pods, key=lambda pod: str(pod.metadata.creationTimestamp or ""))
-
-
-def _exit_code(pod: Any) -> tuple[int | None, str | None]:
-    """The command's exit code, or None and why it did not run (its container's waiting reason)."""
-    if pod is None:
-        return None, "its pod is gone"
-    for status in (pod.status.containerStatuses if pod.status else None) or []:
-        if status.name != JOB_CONTAINER or status.state is None:
-            continue
-        if status.state.terminated is not None:
-            return int(status.state.terminated.exitCode), None
-        if status.state.waiting is not None:
-            waiting = status.state.waiting
-            return None, f"{waiting.reason}: {waiting.message}" if waiting.message else waiting.reason
-    if pod.status and (pod.status.reason or pod.status.message):
-        return None, " ".join(part for part in (pod.status.reason, pod.status.message) if part)
-    return None, None
-
-
-def _failure_reason(job: Any) -> str:
-    for condition in (job.status.conditions if job.status else None) or []:
-        if condition.type == "Failed" and condition.status == "True":
-            return f"{condition.reason}: {condition.message}" if condition.message else str(condition.reason)
-    return "Kubernetes gave no reason."
-
-
-async def _read_log(kube: AsyncClient, namespace: str, pod: str, tail: OutputTail) -> None:
-    """Stream the pod's log through ``tail``: memory stays bounded by the tail's size, whatever its length."""
-    # lightkube's own log() reads the whole answer into memory when not following it; this streams
-    # the same request's bytes instead.
-    http: Any = kube._client
-    request = http.build_adapter_request(
-        http.prepare_request(
-            "get", PodLog, name=pod, namespace=namespace, params={"container": JOB_CONTAINER}
-        )
-    )
-    response = await http.send(request, stream=True)
-    try:
-        if response.is_error:
-            await response.aread()
-            http.raise_for_status(response)
-        async for chunk in response.aiter_bytes(_LOG_CHUNK_BYTES):
-            tail.feed(chunk)
-    finally:
-        await response.aclose()

@@ -11,12 +11,10 @@ import json
 from collections.abc import Sequence
 
 import styrmin
-from styrmin_backend.actions._api import log_progress, styrmin_client
+from styrmin_backend.actions._backend import ActionBackend, backend_for
+from styrmin_backend.actions._rules import calling_api
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError
-
-WAIT_INTERVAL_SECONDS = 0.5
-"""How often a primitive reads the task it waits for."""
 
 
 async def stop_components(components: Sequence[str], context: GlobalContext) -> styrmin.Task:
@@ -57,22 +55,22 @@ async def upgrade_deployment_version(target_version: str, context: GlobalContext
     Raises:
         ActionError: the API refused the call, or the task failed (its error is in the message).
     """
+    backend = backend_for(context)
     doing = f'upgrade_deployment_version("{target_version}") of deployment "{context.deployment_name}"'
-    async with styrmin_client(context, doing) as client:
+    async with calling_api(backend, doing):
         # A retried action whose upgrade task is still running waits for that task instead of a second one.
-        running = await _running_started_task(client, context, styrmin.TaskType.UPGRADE)
+        running = await _running_started_task(backend, context, styrmin.TaskType.UPGRADE)
         if running is None:
-            change = await client.deployments.upgrade(
+            running = await backend.api.request_upgrade(
                 context.deployment_name,
                 app_version=target_version,
                 driver_version=context.driver_version,
                 started_by_step=context.hook_step_id,
             )
-            if change.task is None:
-                log_progress(f"{doing}: the deployment already runs it; no task started")
+            if running is None:
+                backend.log(f"{doing}: the deployment already runs it; no task started")
                 return None
-            running = change.task.id
-        return await _wait(client, running, doing)
+        return await _wait(backend, running, doing)
 
 
 async def _set_components(
@@ -80,38 +78,37 @@ async def _set_components(
 ) -> styrmin.Task:
     if isinstance(components, str):
         components = [components]
+    backend = backend_for(context)
     name = "start_components" if running else "stop_components"
     doing = f'{name}({json.dumps(list(components))}) of deployment "{context.deployment_name}"'
-    async with styrmin_client(context, doing) as client:
-        call = client.deployments.start if running else client.deployments.stop
-        change = await call(context.deployment_name, list(components), started_by_step=context.hook_step_id)
-        if change.task is None:  # the API always records a stop or start; kept for safety
+    async with calling_api(backend, doing):
+        task_id = await backend.api.request_components(
+            context.deployment_name, list(components), running=running, started_by_step=context.hook_step_id
+        )
+        if task_id is None:  # the API always records a stop or start; kept for safety
             raise ActionError(f"{doing}: the Styrmin API started no task.")
-        return await _wait(client, change.task.id, doing)
+        return await _wait(backend, task_id, doing)
 
 
 async def _running_started_task(
-    client: styrmin.AsyncClient, context: GlobalContext, task_type: styrmin.TaskType
+    backend: ActionBackend, context: GlobalContext, task_type: styrmin.TaskType
 ) -> int | None:
     """A task of ``task_type`` that this hook step started and that has not ended, if there is one."""
-    task = await client.tasks.get(context.task_id)
+    task = await backend.api.get_task(context.task_id)
     for step in task.steps:
         if step.id == context.hook_step_id:
             for started in step.started_tasks:
-                if started.type == task_type and started.status in (
-                    styrmin.TaskStatus.PENDING,
-                    styrmin.TaskStatus.RUNNING,
-                ):
+                if started.type == task_type and not started.status.ended:
                     return started.id
     return None
 
 
-async def _wait(client: styrmin.AsyncClient, task_id: int, doing: str) -> styrmin.Task:
-    log_progress(f"{doing}: waiting for task {task_id}")
-    task = await client.tasks.wait(task_id, interval=WAIT_INTERVAL_SECONDS)
+async def _wait(backend: ActionBackend, task_id: int, doing: str) -> styrmin.Task:
+    backend.log(f"{doing}: waiting for task {task_id}")
+    task = await backend.api.wait_for_task(task_id)
     if task.status == styrmin.TaskStatus.FAILED:
         raise ActionError(
             f"{doing}: task {task.id} ({task.type.value}) failed: {task.error or 'no error given'}"
         )
-    log_progress(f"{doing}: task {task.id} succeeded")
+    backend.log(f"{doing}: task {task.id} succeeded")
     return task

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from styrmin_backend.actions._api import declared_component, driver_spec, styrmin_client
-from styrmin_backend.actions._kube import component_pod_template, kube_client
+from styrmin_backend.actions._backend import backend_for
+from styrmin_backend.actions._rules import (
+    calling_api,
+    component_pod_template,
+    declared_component,
+    driver_spec,
+)
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError
 from styrmin_backend.drivers import ComponentNotRendered, component_images
@@ -19,11 +24,11 @@ async def get_component_images(component: str, context: GlobalContext) -> list[s
     Raises:
         ActionError: the driver has no such component, or its workload is not in the cluster.
     """
-    async with styrmin_client(context, f'get_component_images("{component}")') as client:
-        spec = await driver_spec(client, context)
+    backend = backend_for(context)
+    async with calling_api(backend, f'get_component_images("{component}")'):
+        spec = await driver_spec(backend, context)
     declared = declared_component(spec, component)
-    async with kube_client() as kube:
-        template = await component_pod_template(kube, context, declared)
+    template = await component_pod_template(backend, context, declared)
     try:
         return component_images(spec, component, template, context.configuration, context.target_app_version)
     except ComponentNotRendered as error:

@@ -7,14 +7,13 @@ import threading
 from fastapi import APIRouter, FastAPI
 from sqlalchemy import Engine
 
+from styrmin_backend.api.deps import API_PREFIX
 from styrmin_backend.api.errors import ERROR_RESPONSES, install_error_handlers
 from styrmin_backend.api.routes import agent, agents, auth, deployments, drivers, health, tasks, users
 from styrmin_backend.metrics import RequestMetrics, server_registry
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory
 from styrmin_backend.web import install_web
-
-API_PREFIX = "/api/v1"
 
 
 def create_app(settings: Settings, engine: Engine) -> FastAPI:

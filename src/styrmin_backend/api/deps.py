@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
 from styrmin_backend.domain.roles import Role, role_allows
 from styrmin_backend.services import auth
-from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.principal import Principal, check_actions_scope
 from styrmin_backend.settings import Settings
 
+API_PREFIX = "/api/v1"
 SESSION_COOKIE = "styrmin_session"
 CSRF_COOKIE = "styrmin_csrf"
 CSRF_HEADER = "X-CSRF-Token"
@@ -45,6 +46,12 @@ def csrf_token_for(session_token: str) -> str:
     return hashlib.sha256(b"styrmin-csrf:" + session_token.encode()).hexdigest()[:43]
 
 
+def client_address(request: Request) -> str:
+    """The client's address, as the server sees it (behind a proxy: as ``--forwarded-allow-ips`` lets
+    uvicorn read it from ``X-Forwarded-For``)."""
+    return request.client.host if request.client else "unknown"
+
+
 def bearer_token(request: Request) -> str | None:
     """The token of the request's ``Authorization: Bearer`` header, if any."""
     header = request.headers.get("authorization", "")
@@ -58,11 +65,13 @@ def authenticate_request(request: Request, db: Session) -> Principal:
     """The caller of ``request``, by Bearer token or session cookie (with CSRF check on writes)."""
     token = bearer_token(request)
     if token is not None:
-        return auth.authenticate(db, token)
+        principal = auth.authenticate(db, token)
+        _check_actions_scope(request, db, principal)
+        return principal
     session_token = request.cookies.get(SESSION_COOKIE)
     if not session_token:
         raise NotAuthenticated("Sign in first: send an API token as 'Authorization: Bearer TOKEN'.")
-    principal = auth.authenticate(db, session_token)
+    principal = auth.authenticate_session(db, session_token)
     if request.method not in _SAFE_METHODS:
         sent = request.headers.get(CSRF_HEADER, "")
         if not hmac.compare_digest(sent, csrf_token_for(session_token)):
@@ -70,6 +79,18 @@ def authenticate_request(request: Request, db: Session) -> Principal:
                 f"The request lacks a valid {CSRF_HEADER} header; reload the page and try again."
             )
     return principal
+
+
+def _check_actions_scope(request: Request, db: Session, principal: Principal) -> None:
+    """Keep an actions token to its own deployment and task, for every route that authenticates."""
+    if not principal.is_actions_token:
+        return
+    route = request.scope.get("route")
+    # The route's template below the API prefix, whether or not the route was copied with its prefix.
+    route_path = str(getattr(route, "path", "")).removeprefix(API_PREFIX)
+    check_actions_scope(
+        db, principal, request.method, route_path, request.path_params, request.query_params, request.url.path
+    )
 
 
 def require(role: Role) -> Callable[[Request, Session], Principal]:

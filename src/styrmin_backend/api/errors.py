@@ -23,6 +23,7 @@ from styrmin_backend.domain.errors import (
     NotAuthenticated,
     NotFound,
     Refused,
+    TooManyAttempts,
 )
 
 log = logging.getLogger("styrmin.api")
@@ -62,6 +63,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         404: "Not found.",
         409: "Conflicts with the current state.",
         422: "The input is not valid; `field` names what to fix.",
+        429: "Too many failed logins: wait the seconds that `Retry-After` says.",
     }.items()
 }
 
@@ -91,6 +93,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DomainError)
     async def _domain(_request: Request, error: DomainError) -> JSONResponse:
+        if isinstance(error, TooManyAttempts):
+            return error_response(
+                429, error.message, error.field, headers={"Retry-After": str(error.retry_after)}
+            )
         status = next((code for cls, code in _STATUS.items() if isinstance(error, cls)), 400)
         return error_response(status, error.message, error.field)
 

@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from styrmin_backend.domain.deployments import DeploymentStatus
 from styrmin_backend.domain.limits import OUTPUT_TAIL_MAX_BYTES
 from styrmin_backend.domain.roles import Role
+from styrmin_backend.domain.secrets import SECRET_SET, conceal_configuration
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.drivers import ActionSummary, ComponentSummary, DriverSpec
 from styrmin_backend.services.changes import Configuration
@@ -223,7 +224,9 @@ class DeploymentOut(BaseModel):
     app_version: str
     running_app_version: str | None = Field(description="What the cluster runs, as last applied.")
     running_driver_version: str | None
-    configuration: dict[str, Any]
+    configuration: dict[str, Any] = Field(
+        description=f'Secret values (see docs/configuration.md) are shown only as "{SECRET_SET}" when set.'
+    )
     stopped_components: list[str]
     components_status: list[ComponentStatus] | None = Field(
         default=None,
@@ -236,7 +239,8 @@ class DeploymentOut(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, row: DeploymentRow) -> DeploymentOut:
+    def of(cls, row: DeploymentRow, *, with_secrets: bool = False) -> DeploymentOut:
+        """The deployment as users read it; ``with_secrets`` only for the agent that applies it."""
         return cls(
             id=row.id,
             name=row.name,
@@ -247,7 +251,7 @@ class DeploymentOut(BaseModel):
             app_version=row.app_version,
             running_app_version=row.running_app_version,
             running_driver_version=row.running_driver_version,
-            configuration=row.configuration,
+            configuration=row.configuration if with_secrets else conceal_configuration(row.configuration),
             stopped_components=list(row.stopped_components),
             components_status=[ComponentStatus.model_validate(c) for c in row.components_status]
             if row.components_status

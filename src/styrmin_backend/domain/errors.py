@@ -38,3 +38,11 @@ class NotAuthenticated(DomainError):
 
 class NotAllowed(DomainError):
     """The caller is signed in but their role does not allow the request."""
+
+
+class TooManyAttempts(DomainError):
+    """Too many failed logins in a row: the caller must wait ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: int, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.retry_after = retry_after

@@ -21,13 +21,11 @@ from functools import cache
 from typing import Any
 
 from styrmin_backend.domain.limits import REDACTED
+from styrmin_backend.domain.secrets import HIDDEN_VALUE_NAME_WORDS
 
-_KEY_WORDS = (
-    r"passw(?:or)?d|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
-    r"|credentials?|session[_-]?key|auth[_-]?key"
-)
+_KEY_WORDS = HIDDEN_VALUE_NAME_WORDS
 
-_KEY_WORD_INITIALS = "pPsStTaAcC"
+_KEY_WORD_INITIALS = "pPsStTaAcCdD"
 """The first letters of ``_KEY_WORDS``: checking them first makes the key=value rule several times faster."""
 
 _Rule = tuple[re.Pattern[str], Callable[[re.Match[str]], str]]

@@ -1,20 +1,37 @@
-"""A YAML document that remembers the line of each of its values, to point errors at lines."""
+"""YAML read with bounded work (``_bounded_yaml.py``), and a document that remembers its lines."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from styrmin_backend._bounded_yaml import BoundedSafeLoader, YamlTooLarge
+
 
 class YamlSyntaxError(ValueError):
-    """The text is not one valid YAML document; ``line`` is 1-based when known."""
+    """The text is not one valid YAML document; ``line`` is 1-based when known.
 
-    def __init__(self, message: str, line: int | None) -> None:
+    ``hint`` says what to do, unless the message already does (then it is empty: the document is
+    valid YAML but past Styrmin's limits).
+    """
+
+    def __init__(self, message: str, line: int | None, hint: str = "fix the syntax") -> None:
         super().__init__(message)
         self.line = line
+        self.hint = hint
+
+
+def load_yaml(text: str) -> Any:
+    """The one YAML document in ``text``, read with bounded work.
+
+    Raises:
+        YamlSyntaxError: if ``text`` is not valid YAML, holds several documents, or is past the limits.
+    """
+    return YamlSource.parse(text).data
 
 
 @dataclass(frozen=True)
@@ -40,18 +57,11 @@ class YamlSource:
         Raises:
             YamlSyntaxError: if ``text`` is not valid YAML or holds several documents.
         """
-        loader = yaml.SafeLoader(text)
+        loader = BoundedSafeLoader(text)
         try:
-            root = loader.get_single_node()
-            data = loader.construct_document(root) if root is not None else None
-        except yaml.MarkedYAMLError as error:
-            mark = error.problem_mark or error.context_mark
-            problem = error.problem or "invalid YAML"
-            if error.context:
-                problem = f"{problem} ({error.context})"
-            raise YamlSyntaxError(problem, mark.line + 1 if mark else None) from error
-        except yaml.YAMLError as error:
-            raise YamlSyntaxError(str(error), None) from error
+            with _yaml_errors():
+                root = loader.get_single_node()
+                data = loader.construct_document(root) if root is not None else None
         finally:
             loader.dispose()
         source = cls(data=data, root=root)
@@ -92,6 +102,28 @@ class YamlSource:
         elif isinstance(node, yaml.SequenceNode):
             for index, item in enumerate(node.value):
                 self._find_duplicate_keys(item, (*loc, index))
+
+
+@contextmanager
+def _yaml_errors() -> Iterator[None]:
+    """Turn what PyYAML raises on bad input into :class:`YamlSyntaxError`, with the line."""
+    try:
+        yield
+    except YamlTooLarge as error:
+        mark = error.problem_mark
+        raise YamlSyntaxError(
+            error.problem or "too large", mark.line + 1 if mark else None, hint=""
+        ) from None
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        problem = error.problem or "invalid YAML"
+        if error.context:
+            problem = f"{problem} ({error.context})"
+        raise YamlSyntaxError(problem, mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as error:
+        raise YamlSyntaxError(str(error), None) from None
+    except ValueError as error:  # e.g. an integer of more digits than Python converts
+        raise YamlSyntaxError(str(error), None) from None
 
 
 def _child(node: yaml.Node, part: str | int) -> tuple[yaml.Node | None, yaml.Node] | None:

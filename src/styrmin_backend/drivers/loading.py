@@ -1,7 +1,7 @@
 """Loading an action ``FILE.py::FUNCTION`` of an extracted driver as a Prefect flow.
 
-The agent calls :func:`load_action_flow` in the process that runs the action. Validation calls
-:func:`check_action` only in a subprocess (see ``validation.py``): importing a driver's code runs it.
+Only the agent calls :func:`load_action_flow`, in the process that runs the action: importing a
+driver's code runs it. The server checks actions without running them (see ``_action_check.py``).
 """
 
 from __future__ import annotations
@@ -49,33 +49,13 @@ def load_action_flow(driver_dir: Path, location: str | Action) -> Any:
     return function
 
 
-def check_action(driver_dir: Path, location: str | Action) -> None:
-    """Check that ``location`` is a Prefect flow that accepts ``context``, importing its file.
-
-    Raises:
-        ActionLoadError: saying what is wrong and what to do.
-    """
-    flow = load_action_flow(driver_dir, location)
-    parameters = inspect.signature(flow.fn).parameters.values()
-    accepts_context = any(
-        (p.name == "context" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-        or p.kind is p.VAR_KEYWORD
-        for p in parameters
-    )
-    if not accepts_context:
-        raise ActionLoadError(
-            f"{_text(location)}{_where(flow.fn)} does not accept context; add a parameter "
-            "`context: GlobalContext`, through which Styrmin passes the deployment's context."
-        )
-
-
 def action_file(driver_dir: Path, location: str | Action) -> Path:
     """The Python file of the action at ``location``, checked to be inside the driver, without importing it.
 
     Raises:
         ActionLoadError: if the location is malformed, leaves the driver, or its file is missing.
     """
-    file, _ = _split(location)
+    file, _ = split_location(location)
     root = driver_dir.resolve()
     path = (root / file).resolve()
     if not path.is_relative_to(root):
@@ -94,7 +74,7 @@ def _load_function(driver_dir: Path, location: str | Action) -> Any:
     from prefect.utilities.importtools import load_script_as_module
 
     path = action_file(driver_dir, location)
-    file, name = _split(location)
+    file, name = split_location(location)
     try:
         module = load_script_as_module(str(path))
     except ScriptError as error:
@@ -111,7 +91,8 @@ def _load_function(driver_dir: Path, location: str | Action) -> Any:
     return getattr(module, name)
 
 
-def _split(location: str | Action) -> tuple[str, str]:
+def split_location(location: str | Action) -> tuple[str, str]:
+    """The file and the function of ``location``; raises ActionLoadError when it is malformed."""
     if isinstance(location, Action):
         return location.file, location.function
     try:

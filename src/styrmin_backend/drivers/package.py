@@ -18,22 +18,17 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO, Any
 
+from styrmin_backend.domain.limits import (
+    DRIVER_ARCHIVE_MAX_BYTES,
+    DRIVER_CONTENT_MAX_BYTES,
+    DRIVER_MAX_ENTRIES,
+    DRIVER_PATH_MAX_LENGTH,
+)
 from styrmin_backend.drivers.parsing import load_driver_spec
 from styrmin_backend.drivers.report import DriverError, DriverProblem
 from styrmin_backend.drivers.spec import SPEC_FILE_NAME, DriverSpec
-
-MAX_ARCHIVE_BYTES = 32 * 1024 * 1024
-"""The largest driver archive accepted, compressed."""
-
-MAX_CONTENT_BYTES = 128 * 1024 * 1024
-"""The most bytes a driver's files may hold together, uncompressed."""
-
-MAX_FILES = 5000
-"""The most files a driver may hold."""
-
-MAX_PATH_LENGTH = 240
-"""The longest path of a file inside a driver."""
 
 IGNORED_NAMES = frozenset(
     {
@@ -115,9 +110,9 @@ def read_driver(path: Path) -> DriverPackage:
                 )
             ]
         )
-    if path.stat().st_size > MAX_ARCHIVE_BYTES:
+    if path.stat().st_size > DRIVER_ARCHIVE_MAX_BYTES:
         raise _error(
-            f"the archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB; "
+            f"the archive is larger than {DRIVER_ARCHIVE_MAX_BYTES // (1024 * 1024)} MiB; "
             "leave out what the driver does not need.",
             file=str(path),
         )
@@ -128,7 +123,8 @@ def read_driver_archive(data: bytes) -> DriverPackage:
     """Read a driver from ``.tar.gz`` bytes (or an uncompressed tar).
 
     The driver's files may be at the archive's root or inside one top folder. Symlinks, links,
-    devices, absolute paths and ``..`` are refused, as are archives past the size limits.
+    devices, absolute paths, ``..``, names that are not UTF-8, a path that is both a file and a
+    folder, and archives past the limits of ``domain/limits.py`` are refused.
 
     Raises:
         DriverError: if the archive is unsafe, too large, or its spec is not valid.
@@ -176,15 +172,19 @@ def read_driver_folder_files(path: Path) -> dict[str, DriverFile]:
         raise DriverError([DriverProblem(file=str(path), message="not a folder; give the driver's folder.")])
     files: dict[str, DriverFile] = {}
     total = 0
-    for relative, full in _walk(path):
+    for entries, relative, full in _walk(path):
+        _check_name(relative)
+        _check_entries(entries)
+        if full is None:
+            continue
         mode = full.lstat().st_mode
         if stat.S_ISLNK(mode):
             raise _error("is a symlink; drivers may not hold symlinks: copy the file instead.", file=relative)
         if not stat.S_ISREG(mode):
             raise _error("is not a regular file; remove it from the driver.", file=relative)
+        total += full.lstat().st_size
+        _check_content(total)
         content = full.read_bytes()
-        total += len(content)
-        _check_limits(relative, len(files) + 1, total)
         files[relative] = DriverFile(content, executable=bool(mode & 0o111))
     return files
 
@@ -195,20 +195,28 @@ def read_driver_archive_files(data: bytes) -> dict[str, DriverFile]:
     Raises:
         DriverError: if the archive is unsafe, not a tar, or too large.
     """
-    if len(data) > MAX_ARCHIVE_BYTES:
+    if len(data) > DRIVER_ARCHIVE_MAX_BYTES:
         raise _error(
-            f"the archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB; "
+            f"the archive is larger than {DRIVER_ARCHIVE_MAX_BYTES // (1024 * 1024)} MiB; "
             "leave out what the driver does not need."
         )
-    tar_bytes = _gunzip_limited(data) if data[:2] == b"\x1f\x8b" else data
+    # Unpacked as a stream: a gzip bomb is refused by the tar headers' sizes, or once it has given
+    # the content limit, never by first holding all it expands to.
+    stream: IO[bytes] = io.BytesIO(data)
+    if data[:2] == b"\x1f\x8b":
+        stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
+    bounded = _BoundedReader(stream, _UNPACKED_LIMIT)
     files: dict[str, DriverFile] = {}
-    total = 0
+    entries = total = 0
     try:
-        with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as archive:
+        with tarfile.open(fileobj=bounded, mode="r|", encoding="utf-8", errors="surrogateescape") as archive:
             for member in archive:
+                entries += 1
+                _check_entries(entries)
                 name = _safe_member_name(member.name)
                 if name is None:
                     continue
+                _check_name(name)
                 if member.isdir():
                     continue
                 if member.issym() or member.islnk():
@@ -222,37 +230,78 @@ def read_driver_archive_files(data: bytes) -> dict[str, DriverFile]:
                 if _is_ignored(name):
                     continue
                 total += member.size
-                _check_limits(name, len(files) + 1, total)
+                _check_content(total)
                 if name in files:
                     raise _error("appears twice in the archive; pack each file once.", file=name)
                 extracted = archive.extractfile(member)
                 assert extracted is not None
-                files[name] = DriverFile(extracted.read(), executable=bool(member.mode & 0o111))
-    except tarfile.TarError as error:
+                files[name] = DriverFile(extracted.read(member.size), executable=bool(member.mode & 0o111))
+    except (tarfile.TarError, EOFError) as error:
         raise _error(
-            f"not a valid tar archive ({error}); pack the driver with "
+            f"not a valid tar archive ({error or type(error).__name__}); pack the driver with "
             "`tar czf driver.tar.gz -C DRIVER_FOLDER .`."
         ) from None
+    except (OSError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
+        raise _error(
+            f"not a valid gzip archive ({error}); pack the driver with "
+            "`tar czf driver.tar.gz -C DRIVER_FOLDER .`."
+        ) from None
+    _check_file_or_folder(files)
     return _strip_top_folder(files)
 
 
-def _walk(root: Path) -> Iterator[tuple[str, Path]]:
+_UNPACKED_LIMIT = DRIVER_CONTENT_MAX_BYTES + DRIVER_MAX_ENTRIES * 3 * 512 + 1024 * 1024
+"""The most bytes an archive may unpack to: the content, plus tar headers and padding."""
+
+
+class _BoundedReader(io.RawIOBase):
+    """Reads ``source``, refusing to give more than ``limit`` bytes (however much a caller asks)."""
+
+    def __init__(self, source: IO[bytes], limit: int) -> None:
+        super().__init__()
+        self._source = source
+        self._left = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        wanted = self._left + 1 if size is None or size < 0 else min(size, self._left + 1)
+        data = self._source.read(wanted)
+        self._left -= len(data)
+        if self._left < 0:
+            raise _error(
+                "the archive unpacks to more than the size limit; leave out what the driver does not need."
+            )
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _walk(root: Path) -> Iterator[tuple[int, str, Path | None]]:
+    """Each entry under ``root`` (count so far, relative path, path; None for folders and left-out files)."""
+    entries = 0
     for directory, folders, names in os.walk(root, followlinks=False):
         base = Path(directory)
-        for folder in list(folders):
+        for folder in sorted(folders):
+            entries += 1
+            relative = (base / folder).relative_to(root).as_posix()
             if folder in IGNORED_NAMES:
                 folders.remove(folder)
             elif (base / folder).is_symlink():
-                relative = (base / folder).relative_to(root).as_posix()
                 raise _error(
                     "is a symlink; drivers may not hold symlinks: copy the folder instead.", file=relative
                 )
+            yield entries, relative, None
         folders.sort()
         for name in sorted(names):
+            entries += 1
             full = base / name
             relative = full.relative_to(root).as_posix()
-            if not _is_ignored(relative):
-                yield relative, full
+            yield entries, relative, None if _is_ignored(relative) else full
 
 
 def _safe_member_name(raw: str) -> str | None:
@@ -287,44 +336,44 @@ def _strip_top_folder(files: dict[str, DriverFile]) -> dict[str, DriverFile]:
     return files
 
 
-def _check_limits(name: str, count: int, total: int) -> None:
-    if len(name) > MAX_PATH_LENGTH:
-        raise _error(f"the path is longer than {MAX_PATH_LENGTH} characters; shorten it.", file=name)
-    if count > MAX_FILES:
-        raise _error(f"the driver holds more than {MAX_FILES} files; leave out what it does not need.")
-    if total > MAX_CONTENT_BYTES:
+def _check_name(name: str) -> None:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise _error(f"the path {shown!r} is not UTF-8; rename it.") from None
+    if len(name) > DRIVER_PATH_MAX_LENGTH:
+        raise _error(f"the path is longer than {DRIVER_PATH_MAX_LENGTH} characters; shorten it.", file=name)
+
+
+def _check_entries(count: int) -> None:
+    if count > DRIVER_MAX_ENTRIES:
         raise _error(
-            f"the driver's files hold more than {MAX_CONTENT_BYTES // (1024 * 1024)} MiB; "
+            f"the driver holds more than {DRIVER_MAX_ENTRIES} entries (files and folders, caches "
+            "included); leave out what it does not need."
+        )
+
+
+def _check_content(total: int) -> None:
+    if total > DRIVER_CONTENT_MAX_BYTES:
+        raise _error(
+            f"the driver's files hold more than {DRIVER_CONTENT_MAX_BYTES // (1024 * 1024)} MiB; "
             "leave out what it does not need."
         )
 
 
-def _gunzip_limited(data: bytes) -> bytes:
-    """Decompress gzip ``data``, refusing to produce more than the content limit (gzip bombs)."""
-    limit = MAX_CONTENT_BYTES + MAX_FILES * 1024 + 1024 * 1024  # content plus tar headers and padding
-    output = bytearray()
-    remaining = data
-    try:
-        while remaining:
-            decompressor = zlib.decompressobj(wbits=31)
-            chunk = remaining
-            while chunk:
-                output += decompressor.decompress(chunk, limit + 1 - len(output))
-                if len(output) > limit:
-                    raise _error(
-                        "the archive unpacks to more than the size limit; "
-                        "leave out what the driver does not need."
-                    )
-                chunk = decompressor.unconsumed_tail
-            if not decompressor.eof:
-                raise _error("the archive is cut short; pack and send it again.")
-            remaining = decompressor.unused_data.lstrip(b"\x00")
-    except zlib.error as error:
-        raise _error(
-            f"not a valid gzip archive ({error}); pack the driver with "
-            "`tar czf driver.tar.gz -C DRIVER_FOLDER .`."
-        ) from None
-    return bytes(output)
+def _check_file_or_folder(files: Mapping[str, DriverFile]) -> None:
+    """Refuse a path that is a file and also the folder of another file (``x`` and ``x/y``)."""
+    for name in sorted(files):
+        parts = name.split("/")
+        for end in range(1, len(parts)):
+            folder = "/".join(parts[:end])
+            if folder in files:
+                raise _error(
+                    f"is a file, and {name} is inside it as if it were a folder; "
+                    "a path is either a file or a folder: rename one of them.",
+                    file=folder,
+                )
 
 
 def _canonical_tar(files: Mapping[str, DriverFile]) -> bytes:

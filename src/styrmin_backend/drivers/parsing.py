@@ -9,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
+from styrmin_backend.domain.limits import SPEC_MAX_BYTES
 from styrmin_backend.drivers._yaml_source import YamlSource, YamlSyntaxError
 from styrmin_backend.drivers.report import DriverError, DriverProblem
 from styrmin_backend.drivers.spec import (
@@ -70,12 +71,20 @@ class ParsedSpec:
 def parse_driver_spec(text: str, *, file: str = SPEC_FILE_NAME) -> ParsedSpec:
     """Read a spec's text, collecting every problem of its shape and of the rules across entries."""
     parsed = ParsedSpec(file=file)
+    if len(text) > SPEC_MAX_BYTES:
+        parsed.problems.append(
+            DriverProblem(
+                file=file,
+                message=f"the spec is larger than {SPEC_MAX_BYTES // 1024} KiB; "
+                "it only declares the driver: move data into the chart or the actions' files.",
+            )
+        )
+        return parsed
     try:
         source = YamlSource.parse(text)
     except YamlSyntaxError as error:
-        parsed.problems.append(
-            DriverProblem(file=file, line=error.line, message=f"not valid YAML: {error}; fix the syntax.")
-        )
+        message = f"not valid YAML: {error}; {error.hint}." if error.hint else f"{error}."
+        parsed.problems.append(DriverProblem(file=file, line=error.line, message=message))
         return parsed
     parsed.source = source
     for duplicate in source.duplicate_keys:

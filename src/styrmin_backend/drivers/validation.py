@@ -1,21 +1,18 @@
 """Validating a driver: every problem at once, each with its file, line and field, and what to do.
 
 Checks the spec's shape and rules, renders the chart with Helm to find each component's workload and
-container, and imports each action's file in a subprocess (never in the calling process: importing
-a driver's code runs it) to check that the function is a Prefect flow that accepts ``context``.
+container, and reads each action's file without running it (``_action_check.py``) to check that the
+function is a Prefect flow that accepts ``context``. Nothing here imports or runs a driver's code.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from styrmin_backend.drivers.loading import ActionLoadError, action_file
+from styrmin_backend.drivers._action_check import check_action_source
+from styrmin_backend.drivers.loading import ActionLoadError
 from styrmin_backend.drivers.package import (
     DriverPackage,
     read_driver_archive_files,
@@ -38,21 +35,6 @@ VALIDATION_RELEASE_NAME = "styrmin-check"
 """The release name the chart is rendered with during validation (workload names must follow it)."""
 
 VALIDATION_NAMESPACE = "default"
-
-_INHERITED_ENV = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TMPDIR",
-    "PYTHONPATH",
-    "VIRTUAL_ENV",
-    "PREFECT_HOME",
-)
-
-ACTION_CHECK_TIMEOUT_SECONDS = 120
-"""How long importing a driver's action files may take during validation."""
 
 
 def validate_driver(source: Path | bytes | DriverPackage) -> DriverReport:
@@ -106,23 +88,7 @@ def _validate_folder(folder: Path) -> DriverReport:
         )
     parsed = parse_driver_spec(text)
 
-    problems = list(parsed.problems)
-    # Files are checked here; only the actions whose file exists are imported, in a subprocess that
-    # starts first and runs while Helm renders the chart.
-    importable, missing_files = [], set()
-    for index, action in parsed.actions:
-        try:
-            action_file(folder, action)
-            importable.append(action.location)
-        except ActionLoadError as error:
-            if action.file not in missing_files:  # one problem per missing file, at its first action
-                missing_files.add(action.file)
-                problems.append(parsed.problem(("spec", "actions", index, "location"), str(error)))
-    locations = sorted(set(importable))
-    checking = _start_action_check(folder, locations) if locations else None
-    problems += _chart_problems(folder, parsed)
-    if checking is not None:
-        problems += _action_problems(parsed, _finish_action_check(checking))
+    problems = list(parsed.problems) + _action_problems(folder, parsed) + _chart_problems(folder, parsed)
     problems.sort(key=lambda p: (p.file != SPEC_FILE_NAME, p.line or 0))
     return _report(parsed, problems)
 
@@ -185,77 +151,18 @@ def _chart_problems(folder: Path, parsed: ParsedSpec) -> list[DriverProblem]:
     return problems
 
 
-def _start_action_check(folder: Path, locations: list[str]) -> tuple[subprocess.Popen[str], Path]:
-    output = Path(tempfile.mkstemp(prefix="styrmin-action-check-", suffix=".json")[1])
-    # Only what Python needs: a driver's code must not see the server's secrets (database URL, tokens).
-    environment = {name: os.environ[name] for name in _INHERITED_ENV if name in os.environ}
-    environment["PYTHONDONTWRITEBYTECODE"] = "1"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "styrmin_backend.drivers._action_check",
-            str(folder.resolve()),
-            str(output),
-            json.dumps(locations),
-        ],
-        cwd=folder,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=environment,
-        text=True,
-    )
-    return process, output
-
-
-def _finish_action_check(checking: tuple[subprocess.Popen[str], Path]) -> dict[str, Any]:
-    process, output = checking
-    try:
-        try:
-            _, stderr = process.communicate(timeout=ACTION_CHECK_TIMEOUT_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            return {
-                "": {
-                    "error": f"importing the action files took more than {ACTION_CHECK_TIMEOUT_SECONDS} s; "
-                    "remove slow work done at import time.",
-                    "file_failed": True,
-                }
-            }
-        text = output.read_text() if output.exists() else ""
-        if process.returncode != 0 or not text:
-            last = (stderr or "").strip().splitlines()[-1:] or ["no output"]
-            return {
-                "": {
-                    "error": f"importing the action files stopped the checking process "
-                    f"(exit code {process.returncode}: {last[0]}); make sure they do not exit "
-                    "or crash when imported.",
-                    "file_failed": True,
-                }
-            }
-        results: dict[str, Any] = json.loads(text)
-        return results
-    finally:
-        output.unlink(missing_ok=True)
-
-
-def _action_problems(parsed: ParsedSpec, results: dict[str, Any]) -> list[DriverProblem]:
-    if "" in results:  # the checking process itself failed: say it once, at the first action
-        index, _ = parsed.actions[0]
-        return [parsed.problem(("spec", "actions", index, "location"), results[""]["error"])]
+def _action_problems(folder: Path, parsed: ParsedSpec) -> list[DriverProblem]:
     problems = []
     failed_files: set[str] = set()
     for index, action in parsed.actions:
-        result = results.get(action.location)
-        if result is None or result["error"] is None:
-            continue
-        if result["file_failed"]:
-            if action.file in failed_files:
-                continue  # one problem per broken file, at its first action
-            failed_files.add(action.file)
-        problems.append(parsed.problem(("spec", "actions", index, "location"), result["error"]))
+        if action.file in failed_files:
+            continue  # one problem per missing or broken file, at its first action
+        try:
+            check_action_source(folder, action)
+        except ActionLoadError as error:
+            if error.file_failed:
+                failed_files.add(action.file)
+            problems.append(parsed.problem(("spec", "actions", index, "location"), str(error)))
     return problems
 
 

@@ -6,16 +6,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
-from styrmin_backend.domain.errors import InvalidInput, NotAuthenticated, NotFound, Refused
+from styrmin_backend.domain.actions_scope import ActionsScope
+from styrmin_backend.domain.errors import InvalidInput, NotAuthenticated, NotFound, Refused, TooManyAttempts
+from styrmin_backend.domain.login_throttle import (
+    FailureCount,
+    address_key,
+    after_failure,
+    retry_after,
+    user_key,
+)
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.users import ACTIONS_USERNAME, check_login_allowed
-from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.principal import ACTIONS_TOKEN_KIND, Principal
 from styrmin_backend.services.secrets import hash_token, new_token, verify_password
-from styrmin_backend.store.models import TokenRow, UserRow
+from styrmin_backend.store.models import DeploymentRow, LoginFailureRow, TaskRow, TokenRow, UserRow
 
 
 class TokenKind(StrEnum):
@@ -23,7 +32,7 @@ class TokenKind(StrEnum):
 
     SESSION = "session"
     API = "api"
-    ACTIONS = "actions"
+    ACTIONS = ACTIONS_TOKEN_KIND
 
 
 @dataclass(frozen=True)
@@ -35,17 +44,64 @@ class IssuedToken:
     expires_at: datetime
 
 
-def login(session: Session, username: str, password: str) -> UserRow:
-    """The user that ``username`` and ``password`` identify; raises NotAuthenticated otherwise."""
+def login(session: Session, username: str, password: str, address: str = "unknown") -> UserRow:
+    """The user that ``username`` and ``password`` identify; raises NotAuthenticated otherwise.
+
+    ``address`` is the client's address: repeated failures of a user name from it, or from it at
+    all, are refused for a while (TooManyAttempts), as ``domain.login_throttle`` says.
+    """
     check_login_allowed(username)
+    now = utcnow()
+    keys = (user_key(username, address), address_key(address))
+    _refuse_while_blocked(session, username, keys, now)
     user = session.scalars(select(UserRow).where(UserRow.username == username)).one_or_none()
     if not verify_password(user.password_hash if user else None, password) or user is None:
+        _count_failure(session, keys, now)
         raise NotAuthenticated("The user name or password is wrong.", field="password")
+    session.execute(delete(LoginFailureRow).where(LoginFailureRow.key == keys[0]))
     if not user.is_active:
         raise NotAuthenticated(
             f'The user "{username}" is deactivated; ask an administrator to activate it.', field="username"
         )
     return user
+
+
+def _count(row: LoginFailureRow | None) -> FailureCount | None:
+    return None if row is None else FailureCount(row.failures, as_utc(row.last_failed_at), row.blocked_until)
+
+
+def _refuse_while_blocked(session: Session, username: str, keys: tuple[str, str], now: datetime) -> None:
+    rows = session.scalars(select(LoginFailureRow).where(LoginFailureRow.key.in_(keys))).all()
+    waits = {row.key: retry_after(_count(row), now) for row in rows}
+    if waits.get(keys[0]):
+        seconds = waits[keys[0]] or 0
+        raise TooManyAttempts(
+            f'Too many failed logins as "{username}" from your address; try again in {seconds} s.',
+            retry_after=seconds,
+        )
+    if waits.get(keys[1]):
+        seconds = waits[keys[1]] or 0
+        raise TooManyAttempts(
+            f"Too many failed logins from your address; try again in {seconds} s.", retry_after=seconds
+        )
+
+
+def _count_failure(session: Session, keys: tuple[str, str], now: datetime) -> None:
+    """Count a failed login under ``keys``, in a transaction of its own: the login's own is rolled back."""
+    with Session(bind=session.get_bind()) as counting:
+        try:
+            with counting.begin():
+                for key in keys:
+                    row = counting.get(LoginFailureRow, key, with_for_update=True)
+                    count = after_failure(_count(row), key, now)
+                    if row is None:
+                        counting.add(LoginFailureRow(key=key, failures=count.failures, last_failed_at=now))
+                        row = counting.get(LoginFailureRow, key)
+                    assert row is not None
+                    row.failures, row.last_failed_at = count.failures, count.last_failed_at
+                    row.blocked_until = count.blocked_until
+        except IntegrityError:  # another server counted the first failure of this key at the same moment
+            pass
 
 
 def issue_token(
@@ -102,7 +158,31 @@ def authenticate(session: Session, token: str) -> Principal:
         token_id=row.id,
         token_kind=row.kind,
         actions_task_id=row.task_id,
+        actions_scope=_actions_scope(session, row) if row.kind == TokenKind.ACTIONS else None,
     )
+
+
+def _actions_scope(session: Session, row: TokenRow) -> ActionsScope | None:
+    """The deployment and task an actions token belongs to; None for one minted without a task."""
+    if row.task_id is None:
+        return None
+    found = session.execute(
+        select(TaskRow.deployment_name, DeploymentRow.driver_name)
+        .outerjoin(DeploymentRow, DeploymentRow.id == TaskRow.deployment_id)
+        .where(TaskRow.id == row.task_id)
+    ).one_or_none()
+    if found is None:
+        return None
+    deployment, driver = found
+    return ActionsScope(deployment=deployment, task_id=row.task_id, driver=driver or "")
+
+
+def authenticate_session(session: Session, token: str) -> Principal:
+    """The principal of a session cookie's ``token``; only a web session's token is accepted there."""
+    principal = authenticate(session, token)
+    if principal.token_kind != TokenKind.SESSION:
+        raise NotAuthenticated("The session cookie holds no web session; log in again.")
+    return principal
 
 
 def revoke_token(session: Session, token_id: int, *, by: Principal) -> None:

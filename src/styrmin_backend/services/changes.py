@@ -17,6 +17,7 @@ from styrmin_backend.domain.deployments import (
     check_namespace,
 )
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound, Refused
+from styrmin_backend.domain.secrets import keep_concealed_configuration
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services.drivers import DriverInfo, get_driver_info
 from styrmin_backend.services.principal import Principal
@@ -176,7 +177,8 @@ def configure_deployment(
     deployment = _get_changeable(session, name)
     driver = get_driver_info(session, deployment.driver_name, deployment.driver_version)
     _check_configuration(driver, configuration)
-    deployment.configuration = configuration.as_json()
+    # A configuration read through the API shows secrets only as set; sent back so, they stay as stored.
+    deployment.configuration = keep_concealed_configuration(configuration.as_json(), deployment.configuration)
     spec = {"configuration": deployment.configuration}
     return Recorded(deployment, _record_change(session, deployment, TaskType.CONFIGURE, spec, by, None))
 
@@ -229,6 +231,12 @@ def origin_of(session: Session, by: Principal, step_id: int | None) -> Origin | 
     step = session.get(StepRow, step_id)
     if step is None:
         raise InvalidInput(f"There is no step {step_id}.", field="started_by_step")
+    if step.task_id != by.actions_task_id:
+        raise Refused(
+            f"Step {step_id} belongs to task {step.task_id}; actions link changes only to the steps of "
+            "their own task.",
+            field="started_by_step",
+        )
     return Origin(task_id=step.task_id, step_id=step.id)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -9,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound
+from styrmin_backend.domain.limits import CONCURRENT_DRIVER_CHECKS, DRIVER_CHECK_RETRY_AFTER_SECONDS
 from styrmin_backend.drivers import (
     DriverError,
     DriverPackage,
@@ -85,18 +89,60 @@ def list_drivers(session: Session) -> list[DriverRow]:
     return list(session.scalars(select(DriverRow).order_by(DriverRow.name, DriverRow.id)))
 
 
+class DriverChecksBusy(Exception):
+    """This server already runs as many driver checks (pushes, validations) as it allows at once."""
+
+    retry_after = DRIVER_CHECK_RETRY_AFTER_SECONDS
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"The server is already checking {CONCURRENT_DRIVER_CHECKS} drivers (pushes and validations "
+            f"together); send the driver again in about {self.retry_after} s."
+        )
+        self.message = str(self)
+
+
+# Checks are refused rather than queued when all slots are taken: a queue would hold each waiting
+# upload (up to 32 MiB) in memory, and a client can retry as well as a server can wait.
+_check_slots = threading.BoundedSemaphore(CONCURRENT_DRIVER_CHECKS)
+
+
+@contextmanager
+def _check_slot() -> Iterator[None]:
+    if not _check_slots.acquire(blocking=False):
+        raise DriverChecksBusy()
+    try:
+        yield
+    finally:
+        _check_slots.release()
+
+
+def validate_archive(data: bytes) -> DriverReport:
+    """Validate a driver archive without storing it; bounded like :func:`check_archive`.
+
+    Raises:
+        DriverChecksBusy: when this server already runs its most checks at once.
+    """
+    with _check_slot():
+        return validate_driver(data)
+
+
 def check_archive(data: bytes) -> tuple[DriverPackage | None, DriverReport]:
     """Read and validate a driver archive: the package (None when unreadable) and every problem found.
 
-    Slow (it renders the chart and imports the actions in a separate process) and touches no
+    Slow (it renders the chart in a process of its own; no driver code runs) and touches no
     database: call it before opening a transaction.
+
+    Raises:
+        DriverChecksBusy: when this server already runs its most checks at once.
     """
-    try:
-        package = read_driver_archive(data)
-    except DriverError:
-        # Report every problem, as `styrminctl drivers validate` would, not only the first.
-        return None, validate_driver(data)
-    return package, validate_driver(package)
+    with _check_slot():
+        try:
+            package = read_driver_archive(data)
+        except DriverError:
+            # Report every problem, as `styrminctl drivers validate` would, not only the first.
+            return None, validate_driver(data)
+        return package, validate_driver(package)
 
 
 def push_driver(session: Session, package: DriverPackage, report: DriverReport, pushed_by: str) -> Pushed:

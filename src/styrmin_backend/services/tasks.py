@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from styrmin_backend.domain.errors import NotFound
+from styrmin_backend.domain.errors import NotAllowed, NotFound
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
-from styrmin_backend.store.models import StepRow, TaskRow
+from styrmin_backend.services.principal import Principal
+from styrmin_backend.store.models import ChangeRow, DeploymentRow, StepRow, TaskRow
 
 MAX_PAGE_SIZE = 500
 
@@ -92,3 +94,28 @@ def get_task_detail(session: Session, task_id: int) -> TaskDetail:
         if found is not None:
             started_by = StartedBy(task.parent_task_id, found.type, task.parent_step_id, found.name)
     return TaskDetail(task, steps, started, started_by)
+
+
+def configuration_for_actions(session: Session, task_id: int, *, by: Principal) -> dict[str, Any]:
+    """The configuration the change of ``task_id`` applies, secret values included, for its own actions.
+
+    Only the actions token of that task may read it (``execute_commands(env_from_component=...)`` sets
+    the user's env vars on its Job); everyone else reads a deployment's configuration with its secrets
+    shown only as set.
+    """
+    if not by.is_actions_token or by.actions_task_id != task_id:
+        raise NotAllowed(
+            f"Only the actions of task {task_id} may read its configuration with secret values; "
+            "read the deployment instead, where secrets are shown only as set."
+        )
+    task = session.get(TaskRow, task_id)
+    if task is None:
+        raise NotFound(f"There is no task {task_id}.", field="task_id")
+    change = session.get(ChangeRow, task.change_id) if task.change_id else None
+    if change is not None and isinstance(change.spec.get("configuration"), dict):
+        configuration: dict[str, Any] = change.spec["configuration"]
+        return configuration
+    deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
+    if deployment is None:
+        raise NotFound(f"The deployment of task {task_id} no longer exists.", field="task_id")
+    return deployment.configuration

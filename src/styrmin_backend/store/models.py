@@ -187,3 +187,14 @@ class StepRow(Base):
     output_truncated: Mapped[bool] = mapped_column(Boolean, default=False)
     notes: Mapped[list[Any]]
     flow_run_id: Mapped[str | None] = mapped_column(String(64))
+
+
+class LoginFailureRow(Base):
+    """Failed logins counted under one key (a user name and address, or an address): see login_throttle."""
+
+    __tablename__ = "login_failures"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    failures: Mapped[int] = mapped_column(Integer)
+    last_failed_at: Mapped[datetime]
+    blocked_until: Mapped[datetime | None]

@@ -124,7 +124,7 @@ def viewer_of(request: Request, session: Session) -> Viewer:
     token = request.cookies.get(SESSION_COOKIE)
     if not token:
         raise NotAuthenticated("Log in to continue.")
-    return Viewer(auth.authenticate(session, token), csrf_token_for(token))
+    return Viewer(auth.authenticate_session(session, token), csrf_token_for(token))
 
 
 def check_form(request: Request, form: FormData, viewer: Viewer, needed: Role) -> None:

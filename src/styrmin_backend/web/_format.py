@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote as _quote
@@ -10,16 +9,6 @@ from urllib.parse import quote as _quote
 import yaml
 
 from styrmin_backend.clock import as_utc, utcnow
-
-MASK = "••••••"
-"""What the deployment page shows instead of a secret-looking value."""
-
-_SECRET_KEY = re.compile(
-    r"passw(?:or)?d|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credential"
-    r"|session[_-]?key|auth[_-]?key|dsn|connection[_-]?string",
-    re.IGNORECASE,
-)
-_URL_CREDENTIALS = re.compile(r"(://[^\s/:@]+:)[^\s/@]+(@)")
 
 # Every status is told by a word and a symbol as well as a colour. A task's "running" is work in
 # progress; a deployment's "running" is the healthy state.
@@ -102,21 +91,3 @@ def as_yaml(data: Any) -> str:
 def quote(path: str) -> str:
     """``path`` quoted for a query string."""
     return _quote(path, safe="/")
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether a value's key or env var name looks like it holds a secret."""
-    return bool(_SECRET_KEY.search(name))
-
-
-def masked(data: Any, key: str = "") -> Any:
-    """A copy of ``data`` with the values of secret-looking keys and URL passwords masked."""
-    if isinstance(data, dict):
-        return {k: masked(v, str(k)) for k, v in data.items()}
-    if isinstance(data, list):
-        return [masked(item, key) for item in data]
-    if key and is_secret_name(key) and data not in (None, "", {}, []):
-        return MASK
-    if isinstance(data, str):
-        return _URL_CREDENTIALS.sub(rf"\g<1>{MASK}\g<2>", data)
-    return data

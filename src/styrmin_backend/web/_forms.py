@@ -10,6 +10,7 @@ import yaml
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
+from styrmin_backend._bounded_yaml import BoundedSafeLoader
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.services.changes import Configuration
@@ -67,7 +68,7 @@ def read_configuration(form: FormData, components: list[str], errors: FormErrors
     raw_values = text(form, "values").strip()
     if raw_values:
         try:
-            loaded = yaml.safe_load(raw_values)
+            loaded = yaml.load(raw_values, Loader=BoundedSafeLoader)  # noqa: S506 (a safe loader)
         except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -1,6 +1,7 @@
 """The replicas and images a deployment's components get: its driver's chart rendered offline by Helm.
 
-This is what Styrmin applies, not what the cluster reports: the agent does not report workloads yet.
+This is what Styrmin applies (the desired replicas and images); what the cluster runs is what the agent
+reports in each component's status, which the deployment page shows beside it.
 Renders are cached by driver checksum, versions and configuration, so a page pays Helm once.
 """
 

@@ -10,11 +10,11 @@ from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import NotFound
+from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.drivers import DriverSpec
 from styrmin_backend.services import changes, drivers, tasks
 from styrmin_backend.services.tasks import StartedBy, TaskDetail
 from styrmin_backend.store.models import DeploymentRow, DriverRow, StepRow, TaskRow
-from styrmin_backend.web._format import MASK, is_secret_name, masked
 from styrmin_backend.web._rendered import Rendered, rendered_components
 
 HISTORY_PAGE_SIZE = 20
@@ -185,7 +185,7 @@ class ComponentView:
 def component_views(
     row: DeploymentRow, spec: DriverSpec | None, rendered: Rendered | None
 ) -> list[ComponentView]:
-    """The components of a deployment: overrides, env vars (secret-looking ones masked), replicas, images."""
+    """The components of a deployment: overrides, env vars (secret ones shown only as set), replicas, images."""
     if spec is None:
         return []
     shown = rendered.components if rendered else {}
@@ -200,7 +200,7 @@ def component_views(
             container=c.container,
             stopped=c.name in stopped,
             image_override=configuration.images.get(c.name),
-            env={k: (MASK if is_secret_name(k) else v) for k, v in configuration.env.get(c.name, {}).items()},
+            env={k: conceal(v, k) for k, v in configuration.env.get(c.name, {}).items()},
             replicas=shown[c.name].replicas if c.name in shown else None,
             images=shown[c.name].images if c.name in shown else [],
             ready_replicas=int(live[c.name]["ready_replicas"]) if c.name in live else None,
@@ -212,8 +212,8 @@ def component_views(
 
 
 def masked_values(row: DeploymentRow) -> dict[str, Any]:
-    """The deployment's Helm values with secret-looking values masked."""
-    values: dict[str, Any] = masked(changes.Configuration.from_json(row.configuration).values)
+    """The deployment's Helm values with secret values shown only as set."""
+    values: dict[str, Any] = conceal(changes.Configuration.from_json(row.configuration).values)
     return values
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import inspect
+import io
+import logging
 import os
 import signal
 import sys
@@ -19,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from styrmin_backend.agent.prefect import _protocol
+from styrmin_backend.domain.limits import REDACTED
+from styrmin_backend.domain.secrets import is_secret_name
 
 
 class _Channel:
@@ -158,11 +162,48 @@ async def _main(channel: _Channel) -> int:
             # The job's env (STYRMIN_TOKEN, STYRMIN_URL, ...) reaches the action only through this
             # process's environment: never through the flow run's parameters or logs.
             os.environ.update(job["env"])
+            _redact_own_output(job["env"])
             # The agent sends each log record to the Prefect server: it still has them if this
             # process is killed, so a crashed run's logs are complete when it reads them.
             set_api_log_sink(lambda log: channel.send(_protocol.LOG, log=log))
             await _run(job, channel)
     return 0
+
+
+class _RedactingStream(io.TextIOBase):
+    """A text stream that writes to ``target`` with the action's token replaced by <redacted>."""
+
+    def __init__(self, target: Any, secrets: list[str]) -> None:
+        self._target = target
+        self._secrets = secrets
+
+    def write(self, text: str) -> int:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return int(self._target.write(text))
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    def isatty(self) -> bool:
+        return bool(self._target.isatty())
+
+
+def _redact_own_output(env: dict[str, str]) -> None:
+    """Keep the action's token out of what this process prints (the agent's own output)."""
+    secrets = [value for name, value in env.items() if value and is_secret_name(name)]
+    if not secrets:
+        return
+    sys.stdout = _RedactingStream(sys.stdout, secrets)
+    sys.stderr = _RedactingStream(sys.stderr, secrets)
+    loggers = [
+        logging.getLogger(),
+        *(lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)),
+    ]
+    for handler in {handler for lg in loggers for handler in lg.handlers}:
+        stream = getattr(handler, "stream", None)
+        if stream in (sys.__stdout__, sys.__stderr__):
+            handler.stream = _RedactingStream(stream, secrets)  # type: ignore[attr-defined]
 
 
 def main(argv: list[str]) -> int:

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import signal
 import sys
 import time
@@ -28,6 +27,7 @@ from typing import Any
 from styrmin_backend.agent.prefect import _protocol
 from styrmin_backend.agent.prefect._pool import RunnerPool, RunnerProcess, RunnerProcessError
 from styrmin_backend.domain.redaction import redact
+from styrmin_backend.domain.secrets import conceal, is_secret_name, secret_values
 from styrmin_backend.metrics import counts_running_action
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ _LOG_SHIP_INTERVAL = 0.5
 _LOG_BATCH_BYTES = 2 * 1024 * 1024
 _CRASH_EXIT_GRACE = 5.0
 """How long a process that stopped reporting may take to exit before it is killed."""
-_SECRET_ENV_NAME = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL", re.IGNORECASE)
 _AGENT_ONLY_ENV_PREFIXES = ("STYRMIN_", "PREFECT__")
 """The agent's own Styrmin settings (its key among them) and Prefect's per-run variables stay out of
 every action's environment; an action gets the STYRMIN_* variables its job gives it."""
@@ -78,20 +77,24 @@ def _exit_description(returncode: int) -> str:
 
 def _secrets_of(env: Mapping[str, str]) -> set[str]:
     """The values of ``env`` that must not appear in an error: the token and anything named like a secret."""
-    return {value for name, value in env.items() if value and _SECRET_ENV_NAME.search(name)}
+    return {value for name, value in env.items() if value and is_secret_name(name)}
 
 
 class _LogShipper:
     """Sends the log records of one flow run to the Prefect server, in batches, in order."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, secrets: set[str]) -> None:
         self._client = client
+        self._secrets = secrets
         self._pending: list[dict[str, Any]] = []
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task[None] | None = None
 
     def add(self, log: dict[str, Any]) -> None:
         log.pop("__payload_size__", None)
+        if log.get("message"):
+            # The action's token (and common forms of secrets) never reach the Prefect server.
+            log["message"] = redact(str(log["message"]), self._secrets)
         self._pending.append(log)
         if self._timer is None or self._timer.done():
             self._timer = asyncio.create_task(self._send_later())
@@ -134,12 +137,17 @@ class _ActionRun:
     """The agent's side of one action's run: the messages of its process and what they mean."""
 
     def __init__(
-        self, process: RunnerProcess, client: Any, location: str, on_flow_run: FlowRunStarted | None
+        self,
+        process: RunnerProcess,
+        client: Any,
+        location: str,
+        on_flow_run: FlowRunStarted | None,
+        secrets: set[str],
     ) -> None:
         self.process = process
         self.client = client
         self.location = location
-        self.logs = _LogShipper(client)
+        self.logs = _LogShipper(client, secrets)
         self.flow_run_id: str | None = None
         self.end: dict[str, Any] | None = None
         self._on_flow_run = on_flow_run
@@ -299,6 +307,7 @@ class ActionRunner:
         Args:
             parameters: the flow's parameters, JSON-serialisable (``context`` as a dict, maybe
                 ``target_version``); each is passed only when the action's function accepts it.
+                Secret values in them are sent concealed (see ``domain.secrets``).
             env: environment variables of the action's process only (``STYRMIN_TOKEN``, ...).
             timeout: seconds the action may run; then its processes are killed and it fails.
             flow_run_name: the flow run's name in the Prefect UI; default: a generated one.
@@ -309,7 +318,7 @@ class ActionRunner:
         if self._client is None:
             raise RuntimeError("ActionRunner.start() was not called.")
         started = time.monotonic()
-        secrets = _secrets_of(env)
+        secrets = _secrets_of(env) | secret_values(dict(parameters))
         try:
             process = await self._pool.take()
         except RunnerProcessError as exc:
@@ -319,12 +328,14 @@ class ActionRunner:
                 flow_run_id=None,
                 duration=time.monotonic() - started,
             )
-        run = _ActionRun(process, self._client, location, on_flow_run)
+        run = _ActionRun(process, self._client, location, on_flow_run, secrets)
         process.send_job(
             {
                 "driver_dir": str(Path(driver_dir).resolve()),
                 "location": location,
-                "parameters": dict(parameters),
+                # Prefect stores a flow run's parameters for anyone who reaches its API: secret values
+                # go as "set" only; an action reads them through the Styrmin API with its token.
+                "parameters": conceal(dict(parameters)),
                 "env": dict(env),
                 "flow_run_name": flow_run_name,
                 "tags": [*tags, self.owner] if self.owner else list(tags),

@@ -105,7 +105,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                 task=TaskSummary.of(claimed.task),
                 change_type=claimed.task.type,
                 change=claimed.change.spec if claimed.change else {},
-                deployment=DeploymentOut.of(claimed.deployment),
+                deployment=DeploymentOut.of(claimed.deployment, with_secrets=True),
                 actions_token=claimed.actions_token,
                 styrmin_url=settings.effective_public_url,
             )

@@ -14,6 +14,7 @@ from styrmin_backend.api.deps import (
     Db,
     Reader,
     bearer_token,
+    client_address,
     csrf_token_for,
     require,
 )
@@ -47,18 +48,23 @@ def _lifetime(settings: Settings, seconds: int | None) -> timedelta:
 
 
 @router.post("/auth/login", response_model=IssuedTokenOut, status_code=201)
-def login(body: LoginRequest, db: Db, settings: AppSettings) -> IssuedTokenOut:
-    """Log in with a password and get an API token for `Authorization: Bearer`."""
+def login(body: LoginRequest, request: Request, db: Db, settings: AppSettings) -> IssuedTokenOut:
+    """Log in with a password and get an API token for `Authorization: Bearer`.
+
+    Repeated failures are refused for a while with 429 and `Retry-After` (see docs/api.md).
+    """
     lifetime = _lifetime(settings, body.expires_in_seconds)
-    user = auth.login(db, body.username, body.password)
+    user = auth.login(db, body.username, body.password, client_address(request))
     issued = auth.issue_token(db, user, auth.TokenKind.API, lifetime, name=body.token_name)
     return IssuedTokenOut(id=issued.id, token=issued.token, expires_at=issued.expires_at)
 
 
 @router.post("/auth/session", response_model=SessionOut, status_code=201)
-def open_session(body: LoginRequest, db: Db, settings: AppSettings, response: Response) -> SessionOut:
+def open_session(
+    body: LoginRequest, request: Request, db: Db, settings: AppSettings, response: Response
+) -> SessionOut:
     """Log in with a password and get a session cookie (for the web UI) and its CSRF token."""
-    user: UserRow = auth.login(db, body.username, body.password)
+    user: UserRow = auth.login(db, body.username, body.password, client_address(request))
     issued = auth.issue_token(db, user, auth.TokenKind.SESSION, settings.session_lifetime, name="web session")
     set_session_cookies(response, issued.token, settings)
     return SessionOut(

@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 from styrmin_backend.api.deps import Db, Reader, Writer
 from styrmin_backend.api.errors import FieldError, error_response
 from styrmin_backend.api.schemas import DriverVersionOut
-from styrmin_backend.drivers import DriverError, DriverReport, validate_driver
-from styrmin_backend.drivers.package import MAX_ARCHIVE_BYTES
+from styrmin_backend.domain.limits import DRIVER_ARCHIVE_MAX_BYTES
+from styrmin_backend.drivers import DriverError, DriverReport
 from styrmin_backend.services import drivers
 
 router = APIRouter(tags=["drivers"])
@@ -33,7 +33,7 @@ async def _archive(request: Request) -> bytes:
     data = bytearray()
     async for chunk in request.stream():
         data += chunk
-        if len(data) > MAX_ARCHIVE_BYTES:
+        if len(data) > DRIVER_ARCHIVE_MAX_BYTES:
             raise DriverError([])
     return bytes(data)
 
@@ -52,9 +52,13 @@ def _problems_response(report: DriverReport) -> JSONResponse:
     )
 
 
+def _busy(busy: drivers.DriverChecksBusy) -> JSONResponse:
+    return error_response(429, busy.message, "driver", headers={"Retry-After": str(busy.retry_after)})
+
+
 def _too_large() -> JSONResponse:
     return error_response(
-        413, f"The driver archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB.", "driver"
+        413, f"The driver archive is larger than {DRIVER_ARCHIVE_MAX_BYTES // (1024 * 1024)} MiB.", "driver"
     )
 
 
@@ -62,15 +66,24 @@ def _too_large() -> JSONResponse:
     "/drivers/validate",
     response_model=DriverReport,
     openapi_extra=_ARCHIVE_BODY,
-    responses={413: {"description": "The archive is too large."}},
+    responses={
+        413: {"description": "The archive is too large."},
+        429: {"description": "The server is checking as many drivers as it allows at once; see Retry-After."},
+    },
 )
 async def validate(request: Request, _: Reader) -> DriverReport | JSONResponse:
-    """Validate a driver without storing it: every problem with its file, line and field."""
+    """Validate a driver without storing it: every problem with its file, line and field.
+
+    Open to every signed-in user: the driver's code is only read, never run, and the work is bounded.
+    """
     try:
         data = await _archive(request)
     except DriverError:
         return _too_large()
-    return await run_in_threadpool(validate_driver, data)
+    try:
+        return await run_in_threadpool(drivers.validate_archive, data)
+    except drivers.DriverChecksBusy as busy:
+        return _busy(busy)
 
 
 @router.post(
@@ -81,6 +94,7 @@ async def validate(request: Request, _: Reader) -> DriverReport | JSONResponse:
     responses={
         200: {"model": DriverVersionOut, "description": "The same content was already stored."},
         413: {"description": "The archive is too large."},
+        429: {"description": "The server is checking as many drivers as it allows at once; see Retry-After."},
     },
 )
 async def push(
@@ -91,7 +105,10 @@ async def push(
         data = await _archive(request)
     except DriverError:
         return _too_large()
-    package, report = await run_in_threadpool(drivers.check_archive, data)
+    try:
+        package, report = await run_in_threadpool(drivers.check_archive, data)
+    except drivers.DriverChecksBusy as busy:
+        return _busy(busy)
     if package is None or not report.valid:
         return _problems_response(report)
     pushed = await run_in_threadpool(drivers.push_driver, db, package, report, principal.username)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from styrmin_backend.api.deps import Db, Reader
-from styrmin_backend.api.schemas import MAX_ID, TaskOut, TaskPageOut, TaskSummary
+from styrmin_backend.api.schemas import MAX_ID, ConfigurationIn, TaskOut, TaskPageOut, TaskSummary
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services import tasks
 from styrmin_backend.services.tasks import MAX_PAGE_SIZE
@@ -38,3 +38,11 @@ def list_tasks(
 def get_task(task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, _: Reader) -> TaskOut:
     """One task: its steps in order with errors, notes and output, and the tasks it started."""
     return TaskOut.of_detail(tasks.get_task_detail(db, task_id))
+
+
+@router.get("/tasks/{task_id}/configuration", response_model=ConfigurationIn)
+def get_task_configuration(
+    task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, principal: Reader
+) -> ConfigurationIn:
+    """For the task's own actions only: the configuration its change applies, secret values included."""
+    return ConfigurationIn.model_validate(tasks.configuration_for_actions(db, task_id, by=principal))

@@ -12,6 +12,7 @@ from starlette.datastructures import FormData
 
 from styrmin_backend.domain.errors import DomainError, NotFound
 from styrmin_backend.domain.roles import Role
+from styrmin_backend.domain.secrets import conceal_configuration
 from styrmin_backend.services import changes, tasks
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.store.models import DeploymentRow
@@ -394,7 +395,7 @@ def configure_page(request: Request, name: str) -> HTMLResponse:
             )
         row = changes.get_deployment(session, name)
         fields = configuration_fields(
-            Configuration.from_json(row.configuration), _components_of(session, name)
+            Configuration.from_json(conceal_configuration(row.configuration)), _components_of(session, name)
         )
         return _render_configure(request, viewer, session, name, fields, FormErrors())
 

@@ -8,9 +8,9 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
 from styrmin_backend.domain.errors import DomainError
+from styrmin_backend.domain.limits import DRIVER_ARCHIVE_MAX_BYTES
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.drivers import DriverReport
-from styrmin_backend.drivers.package import MAX_ARCHIVE_BYTES
 from styrmin_backend.services import drivers
 from styrmin_backend.web import _views
 from styrmin_backend.web._common import (
@@ -46,7 +46,7 @@ def _render(
         report=report,
         push_error=error,
         notice=notice,
-        max_mib=MAX_ARCHIVE_BYTES // (1024 * 1024),
+        max_mib=DRIVER_ARCHIVE_MAX_BYTES // (1024 * 1024),
     )
 
 
@@ -66,12 +66,20 @@ def push_driver(request: Request, form: Form) -> Response:
     upload = form.get("archive")
     if not isinstance(upload, UploadFile) or not upload.filename:
         return _refused(request, "Choose a driver archive (.tar.gz) to push.", None, 422)
-    data = upload.file.read(MAX_ARCHIVE_BYTES + 1)
-    if len(data) > MAX_ARCHIVE_BYTES:
+    data = upload.file.read(DRIVER_ARCHIVE_MAX_BYTES + 1)
+    if len(data) > DRIVER_ARCHIVE_MAX_BYTES:
         return _refused(
-            request, f"The driver archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB.", None, 413
+            request,
+            f"The driver archive is larger than {DRIVER_ARCHIVE_MAX_BYTES // (1024 * 1024)} MiB.",
+            None,
+            413,
         )
-    package, report = drivers.check_archive(data)  # slow, so outside the transaction
+    try:
+        package, report = drivers.check_archive(data)  # slow, so outside the transaction
+    except drivers.DriverChecksBusy as busy:
+        refused = _refused(request, busy.message, None, 429)
+        refused.headers["Retry-After"] = str(busy.retry_after)
+        return refused
     if package is None or not report.valid:
         return _refused(request, "", report, 422)
     with unit(request) as session:

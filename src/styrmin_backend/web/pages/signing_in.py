@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from styrmin_backend.api.deps import CSRF_COOKIE, SESSION_COOKIE
+from styrmin_backend.api.deps import CSRF_COOKIE, SESSION_COOKIE, client_address
 from styrmin_backend.api.routes.auth import set_session_cookies
-from styrmin_backend.domain.errors import NotAuthenticated
+from styrmin_backend.domain.errors import NotAuthenticated, TooManyAttempts
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.services import auth
 from styrmin_backend.web._common import (
@@ -50,18 +50,22 @@ def login(request: Request, form: Form) -> Response:
     sent, expected = text(form, CSRF_FIELD), request.cookies.get(LOGIN_CSRF_COOKIE, "")
     username, target = text(form, "username").strip(), safe_next(text(form, "next") or "/")
     errors = FormErrors()
+    status, retry_after = 401, {}
     if not expected or sent != expected:
         errors.add(None, "The login form expired; log in again.")
     else:
         try:
             with unit(request) as session:
-                user = auth.login(session, username, text(form, "password"))
+                user = auth.login(session, username, text(form, "password"), client_address(request))
                 settings = request.app.state.settings
                 issued = auth.issue_token(
                     session, user, auth.TokenKind.SESSION, settings.session_lifetime, name="web session"
                 )
         except NotAuthenticated as error:
             errors.add(error.field if error.field in ("username", "password") else None, error.message)
+        except TooManyAttempts as error:
+            errors.add(None, error.message)
+            status, retry_after = 429, {"Retry-After": str(error.retry_after)}
         else:
             redirect = see_other(target)
             set_session_cookies(redirect, issued.token, settings)
@@ -69,8 +73,9 @@ def login(request: Request, form: Form) -> Response:
             return redirect
     token = new_login_csrf()
     response = render(
-        request, "login.html", None, 401, login_csrf=token, next=target, errors=errors, username=username
+        request, "login.html", None, status, login_csrf=token, next=target, errors=errors, username=username
     )
+    response.headers.update(retry_after)
     _set_login_csrf(request, response, token)
     return response
 

@@ -1,0 +1,154 @@
+"""Loading and rendering a Helm chart, with its output bounded; also the process the server renders in.
+
+Helm's Go code cannot be interrupted once a render started, and a chart's templates can loop long or
+print gigabytes. So the server renders in a process of its own (``python -m
+styrmin_backend._helm_chart``, request as JSON on stdin, answer as JSON on stdout), which limits its
+own memory and is killed past the time limit; see ``drivers/render.py``. This module imports only
+Helm and PyYAML so that the process starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import yaml
+
+from styrmin_backend._bounded_yaml import YamlTooLarge, load_all
+from styrmin_backend.domain.limits import RENDER_MAX_MEMORY_BYTES, RENDER_MAX_NODES, RENDER_MAX_OUTPUT_BYTES
+
+
+class RenderError(Exception):
+    """The chart could not be rendered for a deployment; the message carries Helm's own."""
+
+
+@contextmanager
+def load_chart(chart_dir: Path, app_version: str) -> Iterator[helm.Chart]:
+    """Load the chart in ``chart_dir`` with ``.Chart.AppVersion`` set to ``app_version``.
+
+    Raises:
+        RenderError: if there is no chart there, or Helm cannot load it; the message is Helm's.
+    """
+    if not (chart_dir / "Chart.yaml").is_file():
+        raise RenderError(
+            f"{chart_dir.name}/Chart.yaml is missing: there is no Helm chart in {chart_dir.name}/."
+        )
+    with tempfile.TemporaryDirectory(prefix="styrmin-chart-") as scratch:
+        try:
+            # Packaging with app_version is how Helm itself sets appVersion (helm package --app-version).
+            archive = helm.package(chart_dir, destination=scratch, app_version=app_version)
+            chart = helm.Chart.load(archive)
+        except helm.HelmError as error:
+            raise RenderError(f"Helm cannot load the chart: {error}") from None
+    with chart:
+        yield chart
+
+
+def render_loaded(
+    chart: helm.Chart,
+    release_name: str,
+    namespace: str,
+    values: dict[str, Any],
+    helm_config: helm.Config | None = None,
+    is_upgrade: bool = False,
+) -> list[dict[str, Any]]:
+    """The manifests the loaded chart renders, in template order.
+
+    Raises:
+        RenderError: if the release name is not valid, the chart does not render, or what it renders
+            is past the limits or not Kubernetes objects.
+    """
+    try:
+        helm.validate_release_name(release_name)
+    except helm.HelmError as error:
+        raise RenderError(f'"{release_name}" is not a valid release name: {error}') from None
+    options: dict[str, Any] = {
+        "name": release_name,
+        "namespace": namespace,
+        "is_install": not is_upgrade,
+        "is_upgrade": is_upgrade,
+    }
+    try:
+        if helm_config is not None:
+            rendered = helm_config.render(chart, values, **options)
+        else:
+            rendered = chart.render(values, **options)
+    except helm.HelmError as error:
+        raise RenderError(str(error)) from None
+    return parse_rendered(rendered)
+
+
+def parse_rendered(rendered: dict[str, str]) -> list[dict[str, Any]]:
+    """The Kubernetes objects in Helm's output, read with bounded work.
+
+    Raises:
+        RenderError: past ``RENDER_MAX_OUTPUT_BYTES`` or ``RENDER_MAX_NODES``, or for a template that
+            renders invalid YAML or something other than Kubernetes objects.
+    """
+    size = sum(len(text) for text in rendered.values())
+    if size > RENDER_MAX_OUTPUT_BYTES:
+        raise RenderError(
+            f"the chart renders {size / (1024 * 1024):.0f} MiB, more than the "
+            f"{RENDER_MAX_OUTPUT_BYTES // (1024 * 1024)} MiB Styrmin applies; render less"
+        )
+    manifests: list[dict[str, Any]] = []
+    budget = RENDER_MAX_NODES
+    for template in sorted(rendered):
+        if template.endswith("NOTES.txt"):
+            continue
+        try:
+            documents = list(load_all(rendered[template], budget))
+        except YamlTooLarge as error:
+            line = f", line {error.problem_mark.line + 1}" if error.problem_mark else ""
+            raise RenderError(f"{template}{line} renders too much: {error.problem}") from None
+        except (yaml.YAMLError, ValueError) as error:
+            raise RenderError(f"{template} renders invalid YAML: {error}") from None
+        for document in documents:
+            if document is None:
+                continue
+            if not isinstance(document, dict) or "kind" not in document:
+                raise RenderError(f"{template} renders a document that is not a Kubernetes object.")
+            manifests.append(document)
+        budget -= _count_values(documents)
+    return manifests
+
+
+def _count_values(data: Any) -> int:
+    if isinstance(data, dict):
+        return 1 + sum(_count_values(k) + _count_values(v) for k, v in data.items())
+    if isinstance(data, list):
+        return 1 + sum(_count_values(item) for item in data)
+    return 1
+
+
+def main() -> None:
+    """Render one chart as the request on stdin says; answer ``{"manifests"}`` or ``{"error"}``."""
+    resource.setrlimit(resource.RLIMIT_DATA, (RENDER_MAX_MEMORY_BYTES, RENDER_MAX_MEMORY_BYTES))
+    request = json.load(sys.stdin)
+    try:
+        with load_chart(Path(request["chart_dir"]), request["app_version"]) as chart:
+            manifests = render_loaded(chart, request["release_name"], request["namespace"], request["values"])
+        answer: dict[str, Any] = {"manifests": manifests}
+    except RenderError as error:
+        answer = {"error": str(error)}
+    except MemoryError:
+        answer = {"error": _out_of_memory()}
+    json.dump(answer, sys.stdout, default=str)
+
+
+def _out_of_memory() -> str:
+    return (
+        f"rendering the chart needs more than {RENDER_MAX_MEMORY_BYTES // (1024 * 1024)} MiB of memory; "
+        "render less"
+    )
+
+
+if __name__ == "__main__":
+    main()

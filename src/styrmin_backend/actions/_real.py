@@ -1,0 +1,27 @@
+"""The backend the agent's actions use: the Styrmin API through the SDK, the cluster through lightkube."""
+
+from __future__ import annotations
+
+import logging
+
+from styrmin_backend.actions._api import SdkApi
+from styrmin_backend.actions._kube import LightkubeCluster
+
+_log = logging.getLogger("styrmin.actions")
+
+
+class RealBackend:
+    """The Styrmin API at ``api_url`` and the cluster of KUBECONFIG; clients are shared per event loop."""
+
+    def __init__(self, api_url: str) -> None:
+        self.api = SdkApi(api_url)
+        self.cluster = LightkubeCluster()
+
+    def log(self, message: str) -> None:
+        """Log to the action's flow run (shown in the Prefect UI), else to Python's log."""
+        try:
+            from prefect import get_run_logger
+
+            get_run_logger().info(message)
+        except Exception:  # not in a flow run (a test calling the primitive directly)
+            _log.info(message)

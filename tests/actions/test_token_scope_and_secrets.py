@@ -1,0 +1,127 @@
+"""On the whole stack: an action's token reaches only its own deployment, and secrets stay out of
+Prefect's flow-run parameters and logs while the action's Job still gets them."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import httpx
+import pytest
+
+from styrmin_backend.domain.hooks import Hook, Mode
+from styrmin_backend.domain.limits import REDACTED
+from styrmin_backend.testing import StyrminStack, describe, hook_step
+
+from .conftest import action, push_example
+
+pytestmark = pytest.mark.slow
+
+SECRET_ENV = "tok-secret-abcdef-0042"
+SECRET_VALUE = "hunter2-value-0042"
+TOKEN = re.compile(r"sty_[A-Za-z0-9_-]{20,}")
+
+ACTIONS = textwrap.dedent(
+    """
+    import os
+
+    import styrmin
+    from prefect import flow, get_run_logger
+
+    from styrmin_backend.actions import GlobalContext, execute_commands
+
+
+    @flow
+    async def reach_out(context: GlobalContext, target_version: str) -> None:
+        get_run_logger().info("my token is %s", os.environ["STYRMIN_TOKEN"])
+        print("printed token", os.environ["STYRMIN_TOKEN"])
+        # The Job gets the user's env vars, secret ones included, as the seed says.
+        await execute_commands(
+            ["sh", "-c", 'test "$API_TOKEN" = "SECRET_ENV_HERE" || exit 7'],
+            image=f"example.com/shop/server:{target_version}",
+            context=context,
+            env_from_component="server",
+        )
+        refused = []
+        async with styrmin.AsyncClient() as client:
+            await client.deployments.get(context.deployment_name)  # its own deployment: allowed
+            attempts = {
+                "stop other": client.deployments.stop(context.deployment_name + "o", ["task-worker"]),
+                "create": client.deployments.create(
+                    context.deployment_name + "x", namespace="x", driver="shop", driver_version="1.1.0"
+                ),
+                "push": client.drivers.push(b"not even a driver"),
+                "read other": client.deployments.get(context.deployment_name + "o"),
+            }
+            for what, call in attempts.items():
+                try:
+                    await call
+                    refused.append(f"{what}: ALLOWED")
+                except styrmin.ForbiddenError as error:
+                    refused.append(f"{what}: {error.status} {error.message}")
+        raise RuntimeError(" || ".join(refused))
+    """
+).replace("SECRET_ENV_HERE", SECRET_ENV)
+
+
+def _prefect(stack: StyrminStack, path: str, body: dict[str, object]) -> list[dict[str, object]]:
+    response = httpx.post(f"{stack.prefect_api_url}{path}", json=body, timeout=60)
+    response.raise_for_status()
+    found: list[dict[str, object]] = response.json()
+    return found
+
+
+def test_an_action_token_reaches_only_its_deployment_and_secrets_stay_out_of_prefect(
+    stack: StyrminStack, deployment_name: str, tmp_path: Path
+) -> None:
+    push_example(stack, tmp_path, "1.1.0", actions=[])
+    push_example(
+        stack,
+        tmp_path,
+        "1.2.0",
+        actions_source=ACTIONS,
+        actions=[action("reach", "upgrade", "pre", "reach_out")],
+    )
+    configuration = {
+        "values": {"auth": {"password": SECRET_VALUE}},
+        "env": {"server": {"API_TOKEN": SECRET_ENV, "LOG_LEVEL": "debug"}},
+    }
+    created = stack.create(
+        deployment_name, driver="shop", driver_version="1.1.0", configuration=configuration
+    )
+    assert created.status == "succeeded", describe(created)
+    other = stack.create(deployment_name + "o", driver="shop", driver_version="1.1.0")
+    assert other.status == "succeeded", describe(other)
+
+    task = stack.upgrade(deployment_name, driver_version="1.2.0", app_version="2.0.0")
+
+    step = hook_step(task, Hook.UPGRADE, Mode.PRE)
+    error = step.error or ""
+    assert "Job" not in error and "exit" not in error, describe(task)  # the Job had the secret env var
+    belongs = (
+        f'This token belongs to the actions of deployment "{deployment_name}" (task {task.id}); it cannot'
+    )
+    assert f'stop other: 403 {belongs} act on deployment "{deployment_name}o".' in error
+    assert f"create: 403 {belongs} call POST /api/v1/deployments." in error
+    assert f"push: 403 {belongs} call POST /api/v1/drivers." in error
+    assert f'read other: 403 {belongs} act on deployment "{deployment_name}o".' in error
+    assert "ALLOWED" not in error
+    assert stack.client.tasks.list(deployment=deployment_name + "x").items == []
+    assert [t.type for t in stack.client.tasks.list(deployment=deployment_name + "o").items] == ["create"]
+
+    # Prefect's copy of the flow run: parameters with secrets concealed, logs without the token.
+    assert step.flow_run_id is not None
+    [flow_run] = _prefect(stack, "/flow_runs/filter", {"flow_runs": {"id": {"any_": [step.flow_run_id]}}})
+    parameters = str(flow_run["parameters"])
+    assert deployment_name in parameters
+    assert SECRET_ENV not in parameters and SECRET_VALUE not in parameters
+    assert "<secret: set>" in parameters
+    logs = _prefect(
+        stack, "/logs/filter", {"logs": {"flow_run_id": {"any_": [step.flow_run_id]}}, "limit": 200}
+    )
+    messages = [str(log["message"]) for log in logs]
+    assert f"my token is {REDACTED}" in messages
+    for message in messages:
+        assert not TOKEN.search(message), message
+        assert SECRET_ENV not in message and SECRET_VALUE not in message
