@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, TextIO
 
 from styrmin_backend.domain.redaction import redact
 
@@ -37,9 +38,9 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def configure_logging(level: str, log_format: LogFormat = "text") -> None:
-    """Send every logger (uvicorn's included) to stderr in ``log_format``, at ``level``."""
-    handler = logging.StreamHandler()
+def configure_logging(level: str, log_format: LogFormat = "text", stream: TextIO | None = None) -> None:
+    """Send every logger (uvicorn's included) to ``stream`` (stderr) in ``log_format``, at ``level``."""
+    handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else _RedactingText(_TEXT_FORMAT))
     root = logging.getLogger()
     for old in list(root.handlers):

@@ -88,7 +88,7 @@ def test_secrets_are_referenced_by_name_and_never_written_in_plain() -> None:
     assert server_env["STYRMIN_ADMIN_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "styrmin-admin"
     prefect_env = _env(_container(objects[("Deployment", "prefect-server")]))
     assert (
-        prefect_env["PREFECT_API_DATABASE_CONNECTION_URL"]["valueFrom"]["secretKeyRef"]["name"]
+        prefect_env["PREFECT_SERVER_DATABASE_CONNECTION_URL"]["valueFrom"]["secretKeyRef"]["name"]
         == "styrmin-database"
     )
     agent_env = _env(_container(objects[("Deployment", "styrmin-agent")]))
