@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from types import FrameType
 
 import uvicorn
@@ -31,7 +32,7 @@ def serve_until_stopped(app: FastAPI, settings: Settings) -> None:
         port=settings.port,
         log_level=settings.log_level.lower(),
         log_config=None,  # keep the log format configure_logging set
-        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) or None,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),  # 0: cancel at once
         proxy_headers=True,
     )
     _Server(config, app).run()
