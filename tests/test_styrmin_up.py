@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import stat
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -26,52 +28,119 @@ def free_port() -> int:
         return port
 
 
+# Generous waits: a loaded machine starts and stops Prefect and the local cluster slowly, and a stop
+# lets a running create end first. How fast it is lives in bench/cli_start.py.
+START_SECONDS = 300
+STOP_SECONDS = 300
+
+
+@dataclass
+class Run:
+    """A `styrmin` process; its output (stdout and stderr) goes to a file, as under nohup or in CI."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text()
+
+
 @contextmanager
-def running(command: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def running(command: str, env: dict[str, str], log: Path) -> Iterator[Run]:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "styrmin_backend.cli", command, "--port", str(port)],
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200", **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
+    # No COLUMNS: the output is a file, as it is for a user who sends it to one.
+    environment = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "styrmin_backend.cli", command, "--port", str(port)],
+            env={**environment, "NO_COLOR": "1", **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    run = Run(f"http://127.0.0.1:{port}", process, log)
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
+                if httpx.get(f"{run.url}/healthz").status_code == 200:
                     break
             except httpx.TransportError:
                 time.sleep(0.1)
         else:
             process.kill()
-            raise AssertionError(process.communicate()[0])
-        yield url, process
+            process.wait()
+            raise AssertionError(run.output)
+        yield run
     finally:
-        process.terminate()
-        process.wait(10)
+        if process.poll() is None:
+            process.terminate()
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise AssertionError(f"{command} did not stop in {STOP_SECONDS} s:\n{run.output}") from None
 
 
-def test_up_prints_a_generated_admin_password_once_and_keeps_it_private(tmp_path: Path) -> None:
-    env = {"STYRMIN_DATA_DIR": str(tmp_path)}
-    with running("up", env) as (url, process):
+def _lines(output: str) -> list[str]:
+    return [line.strip() for line in output.splitlines()]
+
+
+def test_up_prints_how_to_reach_it_whole_on_lines_of_their_own_and_keeps_the_password_private(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    # Lines longer than the 80 columns that output to a file used to be wrapped at.
+    assert len(f"export KUBECONFIG={data / 'cluster' / 'kubeconfig'}") > 80
+    env = {"STYRMIN_DATA_DIR": str(data)}
+    with running("up", env, tmp_path / "up.log") as up:
         login = httpx.post(
-            f"{url}/api/v1/auth/login",
-            json={"username": "admin", "password": (tmp_path / "admin-password.txt").read_text().strip()},
+            f"{up.url}/api/v1/auth/login",
+            json={"username": "admin", "password": (data / "admin-password.txt").read_text().strip()},
         )
         assert login.status_code == 201
-    output = process.stdout.read() if process.stdout else ""
-    password = (tmp_path / "admin-password.txt").read_text().strip()
-    assert password in output
-    assert f"{url}" in output
-    assert stat.S_IMODE((tmp_path / "admin-password.txt").stat().st_mode) == 0o600
-    assert "Loaded the example driver shop@1.0.0" in output
-    assert "Prefect UI: http://127.0.0.1:" in output and "KUBECONFIG=" in output
-    with running("server", env) as (_url, again):
+    assert up.process.returncode == 0, up.output
+    lines = _lines(up.output)
+    password = (data / "admin-password.txt").read_text().strip()
+    assert password in lines
+    assert up.url in lines and f"{up.url}/api/docs" in lines
+    assert str(data / "admin-password.txt") in lines
+    assert f"export KUBECONFIG={data / 'cluster' / 'kubeconfig'}" in lines
+    assert any(re.fullmatch(r"http://127\.0\.0\.1:\d+", line) for line in lines[lines.index("Prefect UI:") :])
+    assert stat.S_IMODE((data / "admin-password.txt").stat().st_mode) == 0o600
+    assert "Loaded the example driver shop@1.0.0." in lines
+    assert "Stopping Styrmin: no task runs; stopping the agent, Prefect and the local cluster." in lines
+    assert lines[-1] == "Styrmin stopped."
+    with running("server", env, tmp_path / "server.log") as again:
         pass
-    assert password not in (again.stdout.read() if again.stdout else "")
+    assert password not in again.output
+
+
+def test_up_stopped_while_a_task_runs_says_which_it_waits_for(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with running("up", {"STYRMIN_DATA_DIR": str(data)}, tmp_path / "up.log") as up:
+        password = (data / "admin-password.txt").read_text().strip()
+        token = httpx.post(
+            f"{up.url}/api/v1/auth/login", json={"username": "admin", "password": password}
+        ).json()["token"]
+        headers = {"Authorization": f"Bearer {token}"}
+        created = httpx.post(
+            f"{up.url}/api/v1/deployments",
+            json={"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"},
+            headers=headers,
+        )
+        assert created.status_code == 202, created.text
+        task_id = created.json()["task"]["id"]
+        deadline = time.monotonic() + 180
+        while httpx.get(f"{up.url}/api/v1/tasks/{task_id}", headers=headers).json()["status"] == "pending":
+            assert time.monotonic() < deadline, up.output
+            time.sleep(0.2)
+        up.process.send_signal(signal.SIGINT)
+    assert up.process.returncode == 0, up.output
+    assert f"waiting for 1 running task(s) to end: task #{task_id} (create of shop)." in up.output
+    assert _lines(up.output)[-1] == "Styrmin stopped."
 
 
 def test_server_runs_on_postgresql_with_the_admin_password_from_the_environment(tmp_path: Path) -> None:
@@ -87,13 +156,14 @@ def test_server_runs_on_postgresql_with_the_admin_password_from_the_environment(
             "STYRMIN_DATABASE_URL": _pg_url(name),
             "STYRMIN_ADMIN_PASSWORD": "chosen-by-the-operator",
         }
-        with running("server", env) as (url, _process):
+        with running("server", env, tmp_path / "server.log") as server:
             login = httpx.post(
-                f"{url}/api/v1/auth/login", json={"username": "admin", "password": "chosen-by-the-operator"}
+                f"{server.url}/api/v1/auth/login",
+                json={"username": "admin", "password": "chosen-by-the-operator"},
             )
             assert login.status_code == 201
             me = httpx.get(
-                f"{url}/api/v1/whoami", headers={"Authorization": f"Bearer {login.json()['token']}"}
+                f"{server.url}/api/v1/whoami", headers={"Authorization": f"Bearer {login.json()['token']}"}
             )
             assert me.json()["role"] == "admin"
         assert not (tmp_path / "admin-password.txt").exists()

@@ -241,6 +241,10 @@ def get_task(task_id: int) -> Call[Task]:
     return Call("GET", f"/tasks/{_seg(int(task_id))}", model(Task))
 
 
+def retry_task(task_id: int) -> Call[Change]:
+    return Call("POST", f"/tasks/{_seg(int(task_id))}/retry", model(Change))
+
+
 def get_task_configuration(task_id: int) -> Call[Configuration]:
     return Call("GET", f"/tasks/{_seg(int(task_id))}/configuration", model(Configuration))
 

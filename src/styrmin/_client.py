@@ -289,6 +289,13 @@ class Tasks:
         """One task with its steps, result and origin."""
         return self._client.send(calls.get_task(task_id))
 
+    def retry(self, task_id: int) -> Change:
+        """Request failed task ``task_id``'s change again; the answer's ``task`` is the new task.
+
+        Only the latest task of its type for its deployment can be retried (ConflictError otherwise).
+        """
+        return self._client.send(calls.retry_task(task_id))
+
     def configuration(self, task_id: int) -> Configuration:
         """The configuration the task's change applies, secret values included.
 

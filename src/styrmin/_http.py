@@ -12,6 +12,8 @@ import httpx
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
+from styrmin._environment import TOKEN_ENV as TOKEN_ENV
+from styrmin._environment import URL_ENV as URL_ENV
 from styrmin.errors import (
     ConfigurationError,
     FieldError,
@@ -22,8 +24,6 @@ from styrmin.errors import (
 
 T = TypeVar("T")
 
-URL_ENV = "STYRMIN_URL"
-TOKEN_ENV = "STYRMIN_TOKEN"  # noqa: S105 - the name of a variable, not a secret
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES = 3

@@ -7,10 +7,17 @@ same JSON the server sent. Unknown fields from a newer server are ignored.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from styrmin._enums import DeploymentStatus as DeploymentStatus
+from styrmin._enums import Hook as Hook
+from styrmin._enums import Mode as Mode
+from styrmin._enums import Role as Role
+from styrmin._enums import StepStatus as StepStatus
+from styrmin._enums import TaskStatus as TaskStatus
+from styrmin._enums import TaskType as TaskType
 
 
 def _as_utc(moment: datetime) -> datetime:
@@ -19,73 +26,6 @@ def _as_utc(moment: datetime) -> datetime:
 
 Time = Annotated[datetime, AfterValidator(_as_utc)]
 """An aware UTC time (a server on SQLite may send times without an offset; they are UTC)."""
-
-
-class Role(StrEnum):
-    """A user's role: Admin > Read/write > Read-only."""
-
-    ADMIN = "admin"
-    READ_WRITE = "read-write"
-    READ_ONLY = "read-only"
-
-
-class TaskType(StrEnum):
-    """The kind of change a task carries out."""
-
-    CREATE = "create"
-    CONFIGURE = "configure"
-    UPGRADE = "upgrade"
-    STOP = "stop"
-    START = "start"
-    BACKUP = "backup"
-    RESTORE = "restore"
-    DELETE = "delete"
-
-
-class TaskStatus(StrEnum):
-    """Where a task (or a step) is in its life."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-
-    @property
-    def ended(self) -> bool:
-        """Whether it has ended (succeeded or failed)."""
-        return self in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
-
-
-StepStatus = TaskStatus
-
-
-class DeploymentStatus(StrEnum):
-    """What a deployment is doing."""
-
-    PENDING = "pending"
-    DEPLOYING = "deploying"
-    RUNNING = "running"
-    STOPPED = "stopped"
-    FAILED = "failed"
-    DELETING = "deleting"
-    DELETED = "deleted"
-
-
-class Hook(StrEnum):
-    """A point in the deployment lifecycle where a driver's actions run."""
-
-    SETUP = "setup"
-    UPGRADE = "upgrade"
-    BACKUP = "backup"
-    RESTORE = "restore"
-
-
-class Mode(StrEnum):
-    """When an action runs within its hook: before, as, or after the main operation."""
-
-    PRE = "pre"
-    CORE = "core"
-    POST = "post"
 
 
 class _Model(BaseModel):
@@ -258,6 +198,8 @@ class Deployment(_Model):
     configuration: Configuration
     stopped_components: list[str]
     status: DeploymentStatus
+    status_reason: str = Field(default="", description="One sentence saying why the status is what it is.")
+    status_task_id: int | None = Field(default=None, description="The task that decided the status.")
     revision: int
     created_at: Time
     updated_at: Time

@@ -8,9 +8,10 @@ the agent included, reaches the cluster only through the kubeconfig the local cl
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 
 from styrmin_backend.agent.loop import Agent
-from styrmin_backend.agent.prefect import LocalPrefectServer
+from styrmin_backend.agent.prefect import LocalPrefectServer, PrefectServerError
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.api import create_app
 from styrmin_backend.bootstrap import Prepared, prepare_database
@@ -30,6 +31,8 @@ from styrmin_backend.services import agents
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory, transaction
 from styrmin_localcluster import LocalCluster
+
+log = logging.getLogger("styrmin.local")
 
 LOCAL_CLUSTER = "local"
 """The cluster name of the embedded cluster, and of the agent that serves it."""
@@ -67,6 +70,7 @@ class _Serving:
 
     def __init__(self, app: FastAPI, settings: Settings, agent_settings: AgentSettings) -> None:
         self.url = settings.effective_public_url
+        self._app = app
         self._server = uvicorn.Server(
             uvicorn.Config(
                 app,
@@ -103,11 +107,62 @@ class _Serving:
 
     def stop(self) -> None:
         """Stop the agent once its running tasks have ended, then the server."""
+        self._app.state.stopping.set()  # the agent's claim (a long poll) answers at once
         if self._agent_thread.is_alive():
             self._agent_loop.call_soon_threadsafe(self._stop.set)
             self._agent_thread.join(60)
         self._server.should_exit = True
         self._server_thread.join(30)
+
+
+def _stop_side_by_side(*stops: Callable[[], None]) -> None:
+    """Call each of ``stops`` in a thread of its own and wait for all (each bounds its own wait)."""
+    threads = [threading.Thread(target=stop, name="styrmin-stop") for stop in stops]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+_PREFECT_RESTART_TIMEOUT_SECONDS = 300.0
+
+
+class _PrefectSupervisor:
+    """Starts the local Prefect server again whenever it exits by itself (crash, OOM kill, kill -9).
+
+    The agent meanwhile claims no task that would need it, and serves again once it answers.
+    """
+
+    def __init__(self, prefect: LocalPrefectServer, check_seconds: float = 1.0) -> None:
+        self._prefect = prefect
+        self._check_seconds = check_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="styrmin-prefect-supervisor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(150)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._check_seconds):
+            if self._prefect.running:
+                continue
+            log.warning(
+                "The local Prefect server is not running (exit code %s); starting it again at %s (its log: %s).",
+                self._prefect.exit_code,
+                self._prefect.url,
+                self._prefect.log_path,
+            )
+            try:
+                # A loaded machine can take minutes to start it; a start that fails is tried again.
+                self._prefect.restart(timeout=_PREFECT_RESTART_TIMEOUT_SECONDS)
+            except PrefectServerError as error:  # tried again on the next round
+                log.error("%s", error)
+            else:
+                log.warning("The local Prefect server is back at %s.", self._prefect.url)
 
 
 @contextmanager
@@ -147,7 +202,11 @@ def run_locally(
         )
         prefect = LocalPrefectServer(data / "prefect", port=prefect_port)
         prefect.start()
-        stack.callback(prefect.stop)
+        # Once the server, the agent and the supervisor are stopped, Prefect and the cluster stop side by side.
+        stack.callback(_stop_side_by_side, prefect.stop, cluster.stop)
+        supervisor = _PrefectSupervisor(prefect)
+        supervisor.start()
+        stack.callback(supervisor.stop)
         make_data_dir_private(data)
         settings.prefect_ui_url = prefect.url
         settings.public_url = settings.effective_public_url

@@ -14,12 +14,15 @@ import threading
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
+from sqlalchemy.orm import Session, sessionmaker
 
 from styrmin_backend.bootstrap import Prepared, prepare_database
 from styrmin_backend.data_dir import restrict_new_files
+from styrmin_backend.domain.tasks import TaskStatus
 from styrmin_backend.drivers import DriverError, read_driver, validate_driver
 from styrmin_backend.local import LocalStyrmin, run_locally
-from styrmin_backend.services import drivers
+from styrmin_backend.services import drivers, tasks
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory, transaction
 
@@ -72,6 +75,70 @@ def _wait_until_stopped(local: LocalStyrmin, stop: threading.Event) -> None:
         pass
 
 
+def say(console: Console, text: str, *whole: str) -> None:
+    """Print ``text``, then each of ``whole`` (a URL, a path or a command) alone on an indented line.
+
+    Never wrapped, whatever the output is (a terminal, a log file, a CI job), so that each can be copied.
+    """
+    console.print(Text(text), soft_wrap=True)
+    for line in whole:
+        console.print(Text(f"  {line}"), soft_wrap=True, highlight=False)
+
+
+def _print_how_to_reach(console: Console, settings: Settings, local: LocalStyrmin) -> None:
+    url = local.url
+    say(console, "Styrmin is up:", url)
+    say(console, "API docs:", f"{url}/api/docs")
+    first_admin = local.prepared.first_admin
+    if first_admin and first_admin.generated_password:
+        say(
+            console,
+            "Log in as admin with this password (shown once; also kept in the file below):",
+            first_admin.generated_password,
+            str(first_admin.password_file),
+        )
+    else:
+        say(
+            console,
+            "Log in as admin with the first password (STYRMIN_ADMIN_PASSWORD, or the one kept in):",
+            str(settings.data_dir / "admin-password.txt"),
+        )
+    say(console, "Prefect UI:", local.prefect.url)
+    say(
+        console,
+        "Local cluster (kubectl):",
+        f"export KUBECONFIG={local.cluster.kubeconfig_path}",
+        "kubectl get pods -A",
+    )
+
+
+_STOPPING_REPORT_SECONDS = 10.0
+"""How often a stop that waits for running tasks says which are still running."""
+
+
+def _say_what_stopping_waits_for(console: Console, factory: sessionmaker[Session], prefix: str) -> bool:
+    """Say which tasks the agent lets end before it stops; False when none runs."""
+    with transaction(factory) as session:
+        running = tasks.list_tasks(session, status=TaskStatus.RUNNING, limit=20).items
+        named = [f"task #{t.id} ({t.type} of {t.deployment_name})" for t in running]
+    if not named:
+        if prefix.startswith("Stopping"):
+            console.print(
+                "Stopping Styrmin: no task runs; stopping the agent, Prefect and the local cluster."
+            )
+        return False
+    console.print(Text(f"{prefix} {len(named)} running task(s) to end: {', '.join(named)}."), soft_wrap=True)
+    return True
+
+
+def _report_while_stopping(
+    console: Console, factory: sessionmaker[Session], stopped: threading.Event
+) -> None:
+    while not stopped.wait(_STOPPING_REPORT_SECONDS):
+        if not _say_what_stopping_waits_for(console, factory, "Still waiting for"):
+            return
+
+
 def run_up(settings: Settings, console: Console) -> None:
     """Start everything, print how to reach it, and run until interrupted."""
     restrict_new_files()
@@ -88,22 +155,16 @@ def run_up(settings: Settings, console: Console) -> None:
         prefect_port=_port_or_free(4200),
         prepared=prepared,
     ) as local:
-        url = local.url
-        console.print(f"[bold]Styrmin[/] is up: {url}  (API docs: {url}/api/docs)")
-        first_admin = local.prepared.first_admin
-        if first_admin and first_admin.generated_password:
-            console.print(
-                f"Log in as [bold]admin[/] with password [bold]{first_admin.generated_password}[/] "
-                f"(shown once; also in {first_admin.password_file})"
-            )
-        else:
-            console.print(
-                f"Log in as [bold]admin[/] (first password: {settings.data_dir / 'admin-password.txt'}, "
-                "or STYRMIN_ADMIN_PASSWORD)."
-            )
-        console.print(f"Prefect UI: {local.prefect.url}")
-        console.print(
-            f"Local cluster: export KUBECONFIG={local.cluster.kubeconfig_path}; kubectl get pods -A"
-        )
+        _print_how_to_reach(console, settings, local)
         _wait_until_stopped(local, stop)
-        console.print("Stopping Styrmin...")
+        factory = make_session_factory(prepared.engine)
+        _say_what_stopping_waits_for(console, factory, "Stopping Styrmin: waiting for")
+        stopped = threading.Event()
+        threading.Thread(
+            target=_report_while_stopping,
+            args=(console, factory, stopped),
+            name="styrmin-stopping",
+            daemon=True,
+        ).start()
+    stopped.set()
+    console.print("Styrmin stopped.")

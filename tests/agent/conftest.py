@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +28,12 @@ TEST_ACTIONS = textwrap.dedent(
 
     from prefect import flow, get_run_logger
 
-    from styrmin_backend.actions import GlobalContext
+    from styrmin_backend.actions import (
+        GlobalContext,
+        start_components,
+        stop_components,
+        upgrade_deployment_version,
+    )
 
 
     @flow
@@ -57,6 +65,14 @@ TEST_ACTIONS = textwrap.dedent(
     @flow
     async def fails(context: GlobalContext) -> None:
         raise RuntimeError("Migration 0042 failed: table users is locked")
+
+
+    @flow
+    async def stops_upgrades_starts(context: GlobalContext, target_version: str) -> None:
+        # The seed's upgrade without the migration: each primitive starts a task and waits for it.
+        await stop_components(components=["task-worker"], context=context)
+        await upgrade_deployment_version(target_version=target_version, context=context)
+        await start_components(components=["task-worker"], context=context)
 
 
     @flow
@@ -106,6 +122,24 @@ class Stack:
         )
 
 
+def start_agent(stack: Stack, key: str, data: Path, **settings: object) -> subprocess.Popen[bytes]:
+    """`styrmin agent` in a process of its own, for another cluster of the stack's server and Prefect."""
+    env = {
+        **os.environ,
+        "STYRMIN_AGENT_SERVER_URL": stack.url,
+        "STYRMIN_AGENT_KEY": key,
+        "STYRMIN_AGENT_KUBECONFIG": str(stack.cluster.kubeconfig_path),
+        "STYRMIN_AGENT_PREFECT_API_URL": stack.prefect_api_url,
+        "STYRMIN_AGENT_DATA_DIR": str(data),
+        "STYRMIN_AGENT_LEASE_SECONDS": "5",
+        "STYRMIN_AGENT_POLL_SECONDS": "0.2",
+        **{f"STYRMIN_AGENT_{name.upper()}": str(value) for name, value in settings.items()},
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "styrmin_backend.cli", "agent"], env=env, start_new_session=True
+    )
+
+
 def action(name: str, hook: str, mode: str, function: str) -> dict[str, Any]:
     return {"name": name, "hook": hook, "mode": mode, "location": f"actions.py::{function}"}
 
@@ -118,9 +152,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         StyrminStack.start(
             tmp / "styrmin",
             [EXAMPLE_DRIVER / "catalog"],
-            agent_options={"lease_seconds": 30, "status_seconds": 1},
+            # The agent stops running actions 1 s after the Prefect server stops answering.
+            agent_options={
+                "lease_seconds": 30,
+                "status_seconds": 1,
+                "prefect_check_seconds": 0.5,
+                "prefect_outage_seconds": 1,
+            },
         ) as whole,
-        httpx.Client(base_url=whole.url, timeout=30) as http,
+        httpx.Client(base_url=whole.url, timeout=120) as http,  # pushes on a loaded machine
     ):
         token = http.post(
             "/api/v1/auth/login", json={"username": "admin", "password": whole.admin_password}

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,26 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import Stack, action
+from .conftest import Stack, action, start_agent
 
 pytestmark = pytest.mark.slow
-
-
-def start_agent(stack: Stack, key: str, data: Path, **more_env: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "STYRMIN_AGENT_SERVER_URL": stack.url,
-        "STYRMIN_AGENT_KEY": key,
-        "STYRMIN_AGENT_KUBECONFIG": str(stack.cluster.kubeconfig_path),
-        "STYRMIN_AGENT_PREFECT_API_URL": stack.prefect_api_url,
-        "STYRMIN_AGENT_DATA_DIR": str(data),
-        "STYRMIN_AGENT_LEASE_SECONDS": "5",
-        "STYRMIN_AGENT_POLL_SECONDS": "0.2",
-        **more_env,
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "styrmin_backend.cli", "agent"], env=env, start_new_session=True
-    )
 
 
 def test_killed_agent_leaves_no_task_running(stack: Stack, tmp_path: Path) -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import Stack, action
-from .test_agent_restart import start_agent
+from .conftest import Stack, action, start_agent
 
 pytestmark = pytest.mark.slow
 
@@ -43,8 +42,8 @@ def test_stopped_agent_ends_a_task_over_its_grace_period_failed(stack: Stack, tm
         stack,
         key,
         tmp_path / "agent",
-        STYRMIN_AGENT_STOP_GRACE_SECONDS="2",
-        STYRMIN_AGENT_METRICS_PORT=str(port),
+        stop_grace_seconds=2,
+        metrics_port=port,
     )
     try:
         body = {

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from styrmin_backend.clock import utcnow
+from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.store.models import TaskRow
 
@@ -176,7 +176,7 @@ def test_an_agent_reports_component_workloads_of_its_own_cluster_only(stack: Sta
     assert other.status_code == 404
 
 
-def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_deployment_failed(
+def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_upgrade_failed(
     stack: Stack,
 ) -> None:
     _deploy(stack)
@@ -201,11 +201,95 @@ def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_deployme
     assert stop.status_code == 202, stop.text
     stop_task = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()["task"]["id"]
     stack.client.post(f"/api/v1/agent/tasks/{stop_task}/end", json={}, headers=agent)
-    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json()["status"] == "stopped"
+    # The upgrade still runs, so the deployment is being deployed, whatever its started tasks did...
+    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json()["status"] == "deploying"
     # ...then its migration fails: the upgrade's end decides the deployment's status.
     stack.client.post(
         f"/api/v1/agent/tasks/{upgrade}/end",
         json={"error": "Step Run the upgrade hook failed."},
         headers=agent,
     )
-    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json()["status"] == "failed"
+    shown = stack.client.get("/api/v1/deployments/shop", headers=admin).json()
+    assert shown["status"] == "upgrade-failed"
+    assert shown["status_task_id"] == upgrade and "The upgrade to 2.0.0 failed" in shown["status_reason"]
+
+
+def test_tasks_started_by_actions_are_claimed_first_even_by_a_full_agent(stack: Stack) -> None:
+    _deploy(stack)
+    agent = _agent(stack)
+    create = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    stack.client.post(f"/api/v1/agent/tasks/{create['task']['id']}/end", json={}, headers=agent)
+    admin = stack.headers(stack.token_for("admin"))
+    stack.client.post("/api/v1/deployments/shop/upgrade", json={"app_version": "2.0.0"}, headers=admin)
+    upgrade = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    hook = stack.client.post(
+        f"/api/v1/agent/tasks/{upgrade['task']['id']}/steps",
+        json={"name": "Run the upgrade hook"},
+        headers=agent,
+    ).json()
+    # Another deployment's change waits, older than the task the upgrade's action starts next.
+    other = stack.client.post("/api/v1/deployments", json={**CREATE, "name": "other"}, headers=admin)
+    stop = stack.client.post(
+        "/api/v1/deployments/shop/stop",
+        json={"components": ["task-worker"], "started_by_step": hook["id"]},
+        headers=stack.headers(upgrade["actions_token"]),
+    )
+    # An agent whose slots are all taken asks only for tasks that actions started...
+    only = {"started_by_actions_only": True}
+    first = stack.client.post("/api/v1/agent/claim", json=only, headers=agent)
+    assert first.status_code == 200, first.text
+    assert first.json()["task"]["id"] == stop.json()["task"]["id"]
+    assert first.json()["task"]["parent_task_id"] == upgrade["task"]["id"]
+    # ...and gets nothing else; the other change waits for a free slot.
+    assert stack.client.post("/api/v1/agent/claim", json=only, headers=agent).status_code == 204
+    later = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    assert later["task"]["id"] == other.json()["task"]["id"]
+
+
+def test_a_task_started_by_an_action_comes_before_older_pending_tasks(stack: Stack) -> None:
+    _deploy(stack)
+    agent = _agent(stack)
+    create = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    stack.client.post(f"/api/v1/agent/tasks/{create['task']['id']}/end", json={}, headers=agent)
+    admin = stack.headers(stack.token_for("admin"))
+    stack.client.post("/api/v1/deployments/shop/upgrade", json={"app_version": "2.0.0"}, headers=admin)
+    upgrade = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    hook = stack.client.post(
+        f"/api/v1/agent/tasks/{upgrade['task']['id']}/steps",
+        json={"name": "Run the upgrade hook"},
+        headers=agent,
+    ).json()
+    stack.client.post("/api/v1/deployments", json={**CREATE, "name": "older"}, headers=admin)
+    stop = stack.client.post(
+        "/api/v1/deployments/shop/stop",
+        json={"components": ["task-worker"], "started_by_step": hook["id"]},
+        headers=stack.headers(upgrade["actions_token"]),
+    )
+    claimed = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    assert claimed["task"]["id"] == stop.json()["task"]["id"]
+
+
+def test_renewing_a_lease_extends_it_and_a_lost_task_is_refused(stack: Stack) -> None:
+    _deploy(stack)
+    agent = _agent(stack)
+    task_id = stack.client.post("/api/v1/agent/claim", json={"lease_seconds": 5}, headers=agent).json()[
+        "task"
+    ]["id"]
+    renewed = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/lease", json={"lease_seconds": 600}, headers=agent
+    )
+    assert renewed.status_code == 200, renewed.text
+    with stack.session() as session:
+        row = session.get(TaskRow, task_id)
+        assert row is not None and row.lease_expires_at is not None
+        assert as_utc(row.lease_expires_at) > utcnow() + timedelta(seconds=500)
+    other = _agent(stack, "other-agent")
+    refused = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/lease", json={"lease_seconds": 60}, headers=other
+    )
+    assert refused.status_code == 409 and "not held by agent other-agent" in refused.json()["message"]
+    stack.client.post(f"/api/v1/agent/tasks/{task_id}/end", json={}, headers=agent)
+    ended = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/lease", json={"lease_seconds": 60}, headers=agent
+    )
+    assert ended.status_code == 409 and f"Task {task_id} is succeeded" in ended.json()["message"]

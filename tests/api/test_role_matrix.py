@@ -63,6 +63,7 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/agent/steps/{step_id}/end"): AGENT,
     ("GET", "/api/v1/tasks"): ANY,
     ("GET", "/api/v1/tasks/{task_id}"): ANY,
+    ("POST", "/api/v1/tasks/{task_id}/retry"): Role.READ_WRITE,
     ("GET", "/api/v1/tasks/{task_id}/configuration"): OWN_ACTIONS,
 }
 # What the actions token of the task that created deployment "shop" (driver "shop") may call, on that

@@ -199,6 +199,7 @@ def test_wait_exits_1_when_the_task_fails_or_the_timeout_passes(ctl: Ctl) -> Non
 
 def test_a_change_with_wait_follows_its_task(ctl: Ctl) -> None:
     name = ctl.deployment()
+    run_task(ctl.server, _latest_task(ctl, name))
     running = in_background(_run_next_task, ctl, name, _latest_task(ctl, name), fail=False)
     ok = ctl("deployments", "upgrade", name, "--app-version", "2.0.0", "--wait", "--timeout", "60")
     running.join()
@@ -214,9 +215,32 @@ def test_a_change_with_wait_follows_its_task(ctl: Ctl) -> None:
     assert set(body) == {"deployment", "task"}
     assert body["task"]["status"] == "failed" and body["task"]["steps"][1]["status"] == "failed"
 
-    nothing = ctl("deployments", "upgrade", name, "--app-version", "2.0.0", "--wait")
-    assert nothing.exit_code == 0
-    assert "Nothing to do" in nothing.stdout
+    # Its last change failed, so asking for the version it has is not "nothing to do": it starts again.
+    again = in_background(_run_next_task, ctl, name, _latest_task(ctl, name), fail=False)
+    upgraded = ctl("deployments", "upgrade", name, "--app-version", "2.0.0", "--wait", "--timeout", "60")
+    again.join()
+    assert upgraded.exit_code == 0, upgraded.output
+    assert f"Upgrading {name}: revision 4, task" in upgraded.stdout and "Nothing to do" not in upgraded.stdout
+
+
+def test_retry_a_failed_task_and_follow_the_new_one(ctl: Ctl) -> None:
+    name = ctl.deployment()
+    created = _latest_task(ctl, name)
+    run_task(ctl.server, created, fail=True)
+    shown = ctl("deployments", "get", name)
+    assert "failed" in shown.stdout and f"The create change failed (task #{created})" in shown.stdout
+    running = in_background(_run_next_task, ctl, name, created, fail=False)
+    retried = ctl("tasks", "retry", str(created), "--wait", "--timeout", "60")
+    running.join()
+    assert retried.exit_code == 0, retried.output
+    assert_in_order(
+        retried.stdout, f"Retrying task {created} of {name}: revision 2, task", "Status:        succeeded"
+    )
+    again = ctl("tasks", "retry", str(created))
+    assert again.exit_code == 1
+    assert f"Task {created} is not the latest create task" in again.stderr
+    succeeded = ctl("tasks", "retry", str(_latest_task(ctl, name)))
+    assert succeeded.exit_code == 1 and "only a failed task can be retried" in succeeded.stderr
 
 
 def _latest_task(ctl: Ctl, name: str) -> int:

@@ -353,34 +353,6 @@ def test_a_driver_without_actions_validates_with_its_chart_rendered(make_driver:
     assert report.valid, report.text()
 
 
-def _primitives_importable() -> bool:
-    try:
-        from styrmin_backend.actions import (  # noqa: F401
-            GlobalContext,
-            execute_commands,
-            get_component_images,
-            start_components,
-            stop_components,
-            upgrade_deployment_version,
-        )
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(
-    not _primitives_importable(),
-    reason="styrmin_backend.actions (the primitives, issue 7) does not export what the example's "
-    "actions.py imports yet",
-)
 def test_example_driver_is_valid(example_report: DriverReport) -> None:
     assert example_report.valid, example_report.text()
     assert [c.name for c in example_report.components] == ["server", "task-worker"]
-
-
-def test_example_driver_chart_and_spec_are_valid_apart_from_the_primitives_import(
-    example_report: DriverReport,
-) -> None:
-    report = example_report
-    unexpected = [p for p in report.problems if "'styrmin_backend.actions'" not in p.message]
-    assert not unexpected, report.text()

@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.roles import Role
-from styrmin_backend.services import auth, changes, users, workflow
+from styrmin_backend.services import auth, changes, deployment_status, users, workflow
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.models import StepRow
@@ -114,16 +114,18 @@ class Progress:
         with self.stack.session() as session:
             workflow.set_step_flow_run(session, step_id, flow_run_id)
 
-    def end(self, task_id: int, error: str | None = None) -> None:
+    def end(self, task_id: int, error: str | None = None, result: dict[str, Any] | None = None) -> None:
+        """End the task as the agent does: what it applied becomes what runs, then the status follows."""
         with self.stack.session() as session:
-            workflow.end_task(session, task_id, error=error)
+            task = workflow.end_task(session, task_id, error=error, result=result)
+            deployment_status.record_task_end(session, task)
 
     def finish_create(self, task_id: int) -> None:
         """Run a create task to success with its setup steps."""
         self.start(task_id)
         for name in ("Install the chart", hook_step_name(Hook.SETUP, Mode.POST)):
             self.end_step(self.step(task_id, name))
-        self.end(task_id)
+        self.end(task_id, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
 
     def started_by_action(self, name: str, step_id: int, components: list[str]) -> int:
         """Stop ``components`` as an action of hook step ``step_id`` does (the API's stop, linked)."""

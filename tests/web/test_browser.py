@@ -91,9 +91,13 @@ def test_upgrade_and_watch_the_steps_turn_green_live(new_page: Any, live_server:
 
     with live_server.stack.session() as session:
         task_id = tasks.list_tasks(session, deployment="live", limit=1).items[0].id
+    # The task's row in the history follows it as the latest task does: never a state behind.
+    row = page.locator(f'#history tr[data-task="{task_id}"]')
+    expect(row).to_contain_text("Pending")
     progress.start(task_id)
     live = page.locator(f"#task-live-{task_id}")
     expect(live).to_have_attribute("data-status", "running")
+    expect(row).to_contain_text("Running")
     pre = progress.step(task_id, hook_step_name(Hook.UPGRADE, Mode.PRE))
     step = live.locator(f'[data-step="{hook_step_name(Hook.UPGRADE, Mode.PRE)}"]')
     expect(step).to_contain_text("Running")
@@ -107,8 +111,8 @@ def test_upgrade_and_watch_the_steps_turn_green_live(new_page: Any, live_server:
     expect(live).to_have_attribute("data-status", "succeeded")
     expect(live.locator(f'[data-step="{UPGRADE_HOOK}"]')).to_contain_text("Succeeded")
     expect(live.locator(".step-succeeded")).to_have_count(2)
-    history = page.locator("#history").get_by_role("row", name=re.compile(f"Upgrade #{task_id}"))
-    expect(history).to_contain_text("Succeeded")
+    expect(row).to_contain_text("Succeeded")
+    expect(row).to_have_attribute("data-status", "succeeded")
     assert page.evaluate("window.__notReloaded") is True
     # Once the task has ended the page stops asking.
     assert live.get_attribute("hx-trigger") is None
@@ -308,3 +312,40 @@ def test_an_admin_registers_an_agent_and_copies_its_key(new_page: Any, live_serv
     expect(page).to_have_url(re.compile(r"/agents$"))
     expect(page.locator('tr[data-agent="eu-west-1"]')).to_contain_text("Revoked")
     expect(page.get_by_label("Key of agent eu-west-1")).to_have_count(0)
+
+
+def test_a_failed_upgrade_shows_on_the_list_and_page_and_is_retried_from_its_task_page(
+    new_page: Any, live_server: LiveServer
+) -> None:
+    progress = live_server.progress
+    progress.finish_create(progress.create("retried"))
+    task_id, child_id = progress.failed_upgrade("retried", "1.1.0", "migration failed")
+    reader = new_page()
+    log_in(reader, "reader")
+    reader.get_by_role("row", name=re.compile("retried")).get_by_text("Upgrade failed").wait_for()
+    reader.goto(f"/tasks/{task_id}")
+    expect(reader.locator(".task-live")).to_have_attribute("data-status", "failed")
+    expect(reader.get_by_role("button", name=re.compile("Retry"))).to_have_count(0)
+
+    page = new_page()
+    log_in(page, "operator")
+    page.goto("/deployments/retried")
+    expect(page.locator("#deployment-status")).to_contain_text("Upgrade failed")
+    expect(page.locator("#deployment-state")).to_contain_text("The upgrade to 1.1.0 failed")
+    # A task an action started is part of its parent: only the parent offers a retry.
+    page.goto(f"/tasks/{child_id}")
+    expect(page.get_by_role("button", name=re.compile("Retry"))).to_have_count(0)
+    page.goto(f"/tasks/{task_id}")
+    page.get_by_role("button", name=f"Retry upgrade task #{task_id}").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(f"Retry upgrade task #{task_id}?")
+    page.get_by_role("button", name="Retry", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/tasks/\d+$"))
+    retried = int(page.url.rsplit("/", 1)[1])
+    assert retried > task_id
+    expect(page.get_by_role("heading", level=1)).to_contain_text(f"Upgrade task #{retried}")
+    expect(page.locator(".task-live")).to_have_attribute("data-status", "pending")
+    page.goto("/deployments/retried")
+    expect(page.locator("#deployment-status")).to_contain_text("Deploying")
+    # The failed task is no longer the latest upgrade: it offers no retry.
+    page.goto(f"/tasks/{task_id}")
+    expect(page.get_by_role("button", name=re.compile("Retry"))).to_have_count(0)

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+import styrmin
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.testing import StyrminStack, describe
 from tests.support.drivers import EXAMPLE_DRIVER
@@ -115,7 +116,8 @@ def test_a_failing_migration_shows_its_output_and_the_tasks_its_hook_started(
     task_id = _upgrade_through_the_page(page, "shop-down", "1.5.0")
     live = page.locator(f"#task-live-{task_id}")
     expect(live).to_have_attribute("data-status", "failed", timeout=TASK_MS)
-    expect(page.locator("#deployment-status")).to_contain_text("Failed", timeout=10_000)
+    expect(page.locator("#deployment-status")).to_contain_text("Upgrade failed", timeout=10_000)
+    expect(page.locator("#deployment-state")).to_contain_text("The upgrade to 1.5.0 failed", timeout=10_000)
 
     page.get_by_role("link", name=f"Upgrade #{task_id}").first.click()
     expect(page).to_have_url(re.compile(rf"/tasks/{task_id}$"))
@@ -171,3 +173,24 @@ def test_stop_and_start_a_component_and_watch_its_workload_follow(new_page: Any,
     expect(worker).to_contain_text("1 of 1 ready", timeout=TASK_MS)
     expect(page.locator("#deployment-status")).to_contain_text("Running")
     assert page.evaluate("window.__notReloaded") is True
+
+
+def test_a_failed_upgrade_requested_again_or_retried_starts_a_new_task(whole: StyrminStack) -> None:
+    _created(whole, "shop-again", "2.0.0")
+    # The example's migrations only go forward: the upgrade to an older version fails.
+    failed = whole.upgrade("shop-again", app_version="1.5.0", timeout=TASK_SECONDS)
+    assert failed.status == "failed", describe(failed)
+    shown = whole.client.deployments.get("shop-again")
+    assert shown.status == "upgrade-failed" and f"task #{failed.id}" in shown.status_reason
+    # The same request again is not "nothing to do": it starts a new upgrade, which runs the hooks again.
+    again = whole.client.deployments.upgrade("shop-again", app_version="1.5.0")
+    assert again.task is not None and again.task.id > failed.id
+    second = whole.wait(again, TASK_SECONDS)
+    assert second.status == "failed" and UPGRADE_HOOK in [s.name for s in second.steps], describe(second)
+    # Retrying the latest failed upgrade starts another; the earlier one can no longer be retried.
+    retried = whole.client.tasks.retry(second.id)
+    assert retried.task is not None and retried.task.id > second.id and retried.task.type == "upgrade"
+    third = whole.wait(retried, TASK_SECONDS)
+    assert "Cannot migrate the database from" in describe(third)
+    with pytest.raises(styrmin.ConflictError, match="not the latest upgrade task"):
+        whole.client.tasks.retry(failed.id)

@@ -165,13 +165,27 @@ def test_upgrade_asks_for_confirmation_before_recording_anything(web: Stack) -> 
 
 
 def test_upgrade_to_the_current_versions_says_no_task_was_started(web: Stack) -> None:
-    Progress(web).create("shop")
+    progress = Progress(web)
+    progress.finish_create(progress.create("shop"))
     csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
     response = web.client.post(
         "/deployments/shop/upgrade",
         data={"csrf_token": csrf, "app_version": "1.0.0", "driver_version": "1.0.0"},
     )
     assert "already runs these versions, so no task was started" in response.text
+
+
+def test_upgrade_to_the_versions_of_a_pending_upgrade_says_to_wait_for_it(web: Stack) -> None:
+    progress = Progress(web)
+    progress.finish_create(progress.create("shop"))
+    pending = progress.upgrade("shop", "1.1.0")
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    response = web.client.post(
+        "/deployments/shop/upgrade",
+        data={"csrf_token": csrf, "app_version": "1.1.0", "driver_version": "1.0.0"},
+    )
+    assert response.status_code == 422
+    assert f"Task #{pending} (upgrade) is waiting for an agent. Wait for it to end" in response.text
 
 
 def test_deployment_page_masks_secret_looking_values(web: Stack) -> None:

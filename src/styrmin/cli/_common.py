@@ -8,13 +8,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.text import Text
 
-from styrmin import Client
-from styrmin._http import TOKEN_ENV, URL_ENV
+from styrmin._environment import TOKEN_ENV, URL_ENV
 from styrmin.cli.config import Config, ConfigFileError, Context, load, same_server
 from styrmin.cli.output import OutputFormat, make_console
 from styrmin.errors import (
@@ -28,8 +27,14 @@ from styrmin.errors import (
     WaitTimeoutError,
 )
 
+if TYPE_CHECKING:
+    from styrmin import Client
+
 P = ParamSpec("P")
 R = TypeVar("R")
+
+PLAIN_HELP = None
+"""Help as plain text (click's), not Rich panels: Rich's Markdown and Pygments would triple the start."""
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -108,6 +113,9 @@ class State:
         return server, token, context if own else None
 
     def client(self) -> Client:
+        """A client of the chosen server with the chosen token."""
+        from styrmin import Client
+
         server, token, _ = self.target()
         try:
             return Client(server, token or "", timeout=self.request_timeout)

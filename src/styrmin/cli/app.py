@@ -10,10 +10,10 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from styrmin import Client
-from styrmin._http import URL_ENV, resolve_url
+from styrmin._environment import URL_ENV
 from styrmin.cli import agents, contexts, deployments, drivers, tasks, users
 from styrmin.cli._common import (
+    PLAIN_HELP,
     OutputOption,
     State,
     UsageProblem,
@@ -41,6 +41,7 @@ app = typer.Typer(
     help=HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=PLAIN_HELP,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(contexts.app, name="config")
@@ -143,6 +144,9 @@ def login(
     ] = None,
 ) -> None:
     """Log in and keep the server and a new API token as the current context (file mode 0600)."""
+    from styrmin import Client
+    from styrmin._http import resolve_url
+
     st = state()
     config = st.config()
     named = config.contexts.get(name or st.context or "")
@@ -189,6 +193,8 @@ def login(
 @handle_errors
 def logout() -> None:
     """Revoke the current context's token on the server and forget it (the context keeps its server)."""
+    from styrmin import Client
+
     st = state()
     server, token, context = st.target()
     if not token:

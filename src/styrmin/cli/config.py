@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
-
 CONFIG_ENV = "STYRMINCTL_CONFIG"
 API_VERSION = "styrminctl/v1"
 _HEADER = (
@@ -79,6 +77,8 @@ class Config:
             "current-context": self.current_context,
             "contexts": [c.to_yaml() for c in self.contexts.values()],
         }
+        import yaml
+
         text = _HEADER + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
         folder = self.path.parent
         try:
@@ -119,6 +119,8 @@ def load(path: Path | None = None) -> Config:
         return Config(path=path)
     except OSError as error:
         raise ConfigFileError(f"Cannot read the config file {path}: {error.strerror or error}.") from None
+    import yaml  # only when there is a file to read: `styrminctl --help` starts faster without it
+
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:

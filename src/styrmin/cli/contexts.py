@@ -9,12 +9,16 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from styrmin.cli._common import OutputOption, UsageProblem, handle_errors, state
+from styrmin.cli._common import PLAIN_HELP, OutputOption, UsageProblem, handle_errors, state
 from styrmin.cli.config import ConfigFileError, Context, load
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.render import clean, when
 
-app = typer.Typer(help="Contexts: which server and token styrminctl uses.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP,
+    help="Contexts: which server and token styrminctl uses.",
+    no_args_is_help=True,
+)
 
 
 def complete_context(incomplete: str) -> list[str]:

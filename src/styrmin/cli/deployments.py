@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 
 from styrmin.cli._common import (
+    PLAIN_HELP,
     OutputOption,
     UsageProblem,
     WaitOption,
@@ -21,9 +21,13 @@ from styrmin.cli._common import (
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.progress import finish_change
 from styrmin.cli.render import deployment_detail, deployments_table
-from styrmin.models import Configuration
 
-app = typer.Typer(help="Deployments: create, change and inspect them.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from styrmin.models import Configuration
+
+app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP, help="Deployments: create, change and inspect them.", no_args_is_help=True
+)
 
 NameArgument = Annotated[str, typer.Argument(help="The deployment's name.", show_default=False)]
 ComponentsArgument = Annotated[
@@ -61,7 +65,15 @@ EnvOption = Annotated[
 ]
 
 
+def _empty_configuration() -> Configuration:
+    from styrmin.models import Configuration
+
+    return Configuration()
+
+
 def _read_structured(path: Path, what: str) -> Any:
+    import yaml
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
@@ -117,6 +129,10 @@ def edit_configuration(
     unset_envs: list[str] | None = None,
 ) -> Configuration:
     """``base`` with the options applied, in this order: --file, --values, --set/--unset, images, env."""
+    import yaml
+
+    from styrmin.models import Configuration
+
     data: dict[str, Any] = copy.deepcopy(base.model_dump(mode="json"))
     if file is not None:
         loaded = _read_structured(file, "configuration") or {}
@@ -195,7 +211,7 @@ def create(
                 "Give the driver's version: --driver NAME@VERSION or --driver-version VERSION."
             )
     configuration = edit_configuration(
-        Configuration(), file=file, values_file=values, sets=set_values, images=image, envs=env
+        _empty_configuration(), file=file, values_file=values, sets=set_values, images=image, envs=env
     )
     with state().client() as client:
         change = client.deployments.create(

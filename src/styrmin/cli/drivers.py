@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
-from styrmin.cli._common import EXIT_FAILED, OutputOption, UsageProblem, handle_errors, state
+from styrmin.cli._common import EXIT_FAILED, PLAIN_HELP, OutputOption, UsageProblem, handle_errors, state
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.render import clean, driver_detail, drivers_table, report_lines
 from styrmin.errors import ValidationError
-from styrmin.models import DriverReport
 
-app = typer.Typer(help="Drivers: validate, push, list and show them.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from styrmin.models import DriverReport
+
+app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP, help="Drivers: validate, push, list and show them.", no_args_is_help=True
+)
 
 PathArgument = Annotated[
     Path,
@@ -23,6 +27,7 @@ PathArgument = Annotated[
 
 
 def _local_report(path: Path) -> DriverReport:
+    from styrmin.models import DriverReport
     from styrmin_backend.drivers import validate_driver
 
     return DriverReport.model_validate(validate_driver(path).model_dump(mode="json"))

@@ -7,11 +7,10 @@ import os
 import sys
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from pydantic import BaseModel
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class OutputFormat(StrEnum):
@@ -25,6 +24,8 @@ class OutputFormat(StrEnum):
 def make_console(stderr: bool = False) -> Console:
     """A console on stdout (or stderr). Rich honours NO_COLOR and FORCE_COLOR; when the output is not
     a terminal, lines are not wrapped at 80 columns (COLUMNS sets the width)."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     is_tty = stream.isatty()
     width = None if is_tty or os.environ.get("COLUMNS") else 200
@@ -33,6 +34,8 @@ def make_console(stderr: bool = False) -> Console:
 
 def plain(data: Any) -> Any:
     """``data`` (models, lists of models, dicts) as plain JSON-able values."""
+    from pydantic import BaseModel
+
     if isinstance(data, BaseModel):
         return data.model_dump(mode="json")
     if isinstance(data, dict):
@@ -46,6 +49,8 @@ def dump(data: Any, fmt: OutputFormat) -> str:
     """``data`` as JSON (2-space indent) or YAML (fields in the API's order)."""
     value = plain(data)
     if fmt == OutputFormat.YAML:
+        import yaml
+
         return str(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False))
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.live import Live
 from rich.text import Text
 
-from styrmin import Client
+from styrmin._enums import TaskStatus
 from styrmin.cli._common import EXIT_FAILED, poll_interval
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.render import change_line, progress_lines, progress_table, task_detail
-from styrmin.models import Change, Task, TaskStatus
+
+if TYPE_CHECKING:
+    from styrmin import Client
+    from styrmin.models import Change, Task
 
 
 def wait_live(client: Client, task_id: int, timeout: float | None) -> Task:
@@ -24,6 +26,8 @@ def wait_live(client: Client, task_id: int, timeout: float | None) -> Task:
     err = make_console(stderr=True)
     try:
         if err.is_terminal:
+            from rich.live import Live
+
             latest: list[Task] = []
 
             def view() -> Any:

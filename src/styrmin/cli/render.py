@@ -9,25 +9,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from styrmin.models import (
-    Change,
-    Deployment,
-    Driver,
-    DriverReport,
-    StartedTask,
-    Step,
-    Task,
-    TaskStatus,
-    TaskSummary,
-    User,
-)
+from styrmin._enums import TaskStatus
+
+if TYPE_CHECKING:
+    from styrmin.models import (
+        Change,
+        Deployment,
+        Driver,
+        DriverReport,
+        StartedTask,
+        Step,
+        Task,
+        TaskSummary,
+        User,
+    )
 
 LABEL_WIDTH = 15
 STEP_LABEL_WIDTH = 8
@@ -41,6 +42,7 @@ STATUS_STYLES: dict[str, str] = {
     "succeeded": "green",
     "failed": "bold red",
     "deploying": "yellow",
+    "upgrade-failed": "bold red",
     "stopped": "blue",
     "deleting": "yellow",
     "deleted": "dim",
@@ -118,6 +120,8 @@ def _block(lines: Iterable[str], indent: int, style: str = "") -> list[Text]:
 
 
 def _yaml_lines(data: Any) -> list[str]:
+    import yaml
+
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n")
     return clean(text).split("\n")
 
@@ -298,7 +302,7 @@ def change_line(action: str, change: Change, follow_hint: bool = True) -> Text:
     if change.task is None:
         return Text(
             f"Nothing to do: {clean(d.name)} already runs application {clean(d.app_version)} "
-            f"with driver {clean(d.driver)}@{clean(d.driver_version)}."
+            f"with driver {clean(d.driver)}@{clean(d.driver_version)}, and its last change succeeded."
         )
     t = change.task
     line = f"{action} {clean(d.name)}: revision {t.revision}, task {t.id} ({t.status.value})."
@@ -321,6 +325,13 @@ def deployments_table(deployments: Sequence[Deployment]) -> Table:
     return table
 
 
+def _status_with_reason(d: Deployment) -> Text:
+    shown = status(d.status.value)
+    if d.status_reason:
+        shown.append(f"  {clean(d.status_reason)}")
+    return shown
+
+
 def deployment_detail(d: Deployment, recent: Sequence[TaskSummary] = ()) -> Group:
     parts: list[RenderableType] = [
         _field("Name", d.name),
@@ -334,7 +345,7 @@ def deployment_detail(d: Deployment, recent: Sequence[TaskSummary] = ()) -> Grou
             if d.running_app_version
             else "nothing applied yet",
         ),
-        _field("Status", status(d.status.value)),
+        _field("Status", _status_with_reason(d)),
         _field("Stopped", ", ".join(d.stopped_components) or "none"),
         _field("Revision", str(d.revision)),
         _field("Created", when(d.created_at)),

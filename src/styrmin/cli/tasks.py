@@ -1,4 +1,4 @@
-"""``styrminctl tasks``: list, show and wait for tasks."""
+"""``styrminctl tasks``: list, show, wait for and retry tasks."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from styrmin.cli._common import OutputOption, WaitTimeoutOption, handle_errors, state
+from styrmin._enums import TaskStatus, TaskType
+from styrmin.cli._common import PLAIN_HELP, OutputOption, WaitOption, WaitTimeoutOption, handle_errors, state
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
-from styrmin.cli.progress import show_task, wait_live
+from styrmin.cli.progress import finish_change, show_task, wait_live
 from styrmin.cli.render import tasks_table
-from styrmin.models import TaskStatus, TaskType
 
-app = typer.Typer(help="Tasks: what each change did, step by step.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP, help="Tasks: what each change did, step by step.", no_args_is_help=True
+)
 
 TaskArgument = Annotated[int, typer.Argument(help="The task's id.", min=1, show_default=False)]
 
@@ -68,3 +70,18 @@ def wait(
     with state().client() as client:
         task = wait_live(client, task_id, timeout)
     show_task(task, output)
+
+
+@app.command()
+@handle_errors
+def retry(
+    task_id: TaskArgument,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Request a failed task's change again: a new revision and a new task. Only the latest task of its
+    type for its deployment can be retried."""
+    with state().client() as client:
+        change = client.tasks.retry(task_id)
+        finish_change(client, f"Retrying task {task_id} of", change, wait, timeout, output)

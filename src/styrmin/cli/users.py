@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
-from styrmin.cli._common import OutputOption, handle_errors, read_secret, state
+from styrmin._enums import Role
+from styrmin.cli._common import PLAIN_HELP, OutputOption, handle_errors, read_secret, state
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.render import ROLE_LABELS, clean, user_line, users_table
-from styrmin.models import Role, User
 
-app = typer.Typer(help="Users and their roles (changing them needs the Admin role).", no_args_is_help=True)
+if TYPE_CHECKING:
+    from styrmin.models import User
+
+app = typer.Typer(
+    rich_markup_mode=PLAIN_HELP,
+    help="Users and their roles (changing them needs the Admin role).",
+    no_args_is_help=True,
+)
 
 UserArgument = Annotated[str, typer.Argument(help="The username.", show_default=False)]
 RoleArgument = Annotated[Role, typer.Argument(help="admin, read-write or read-only.", show_default=False)]

@@ -7,12 +7,16 @@ import contextlib
 import logging
 import threading
 import uuid
+from collections.abc import Coroutine
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionRunner
+from styrmin_backend.agent.prefect.health import PrefectWatch
 from styrmin_backend.agent.reconciliation import AgentParts, Reconciliation
-from styrmin_backend.agent.server_api import ClaimedTask, ServerApi
+from styrmin_backend.agent.server_api import ClaimedTask, ServerApi, ServerError, describe_error
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.cluster import ClusterAccess, HelmReleases
 from styrmin_backend.cluster.connection import ClusterConnection
@@ -25,6 +29,10 @@ log = logging.getLogger("styrmin.agent")
 ORPHANED_RUN_MESSAGE = (
     "The Styrmin agent that ran this action stopped before the action ended, and its processes with it; "
     'the Styrmin task ends failed ("The agent stopped while it ran this task").'
+)
+PREFECT_OUTAGE_RUN_MESSAGE = (
+    "The Prefect server went away while this action ran, so the Styrmin agent stopped it; "
+    "its Styrmin task ended failed, naming the Prefect server."
 )
 INSTANCE_FILE = "agent-instance"
 STOPPED_AFTER_GRACE_ERROR = (
@@ -56,15 +64,26 @@ async def _crash_orphaned_runs(runner: ActionRunner, previous: str) -> None:
 
 
 class Agent:
-    """Runs the changes of one cluster; stop it by setting the event given to :meth:`run`."""
+    """Runs the changes of one cluster; stop it by setting the event given to :meth:`run`.
+
+    It runs up to ``concurrency`` tasks at once. Tasks that the actions of its running tasks start
+    (``stop_components``, ``start_components``, ``upgrade_deployment_version``) run beside them, never
+    in a slot: their parent holds a slot and waits for them, so they must never wait for one.
+    """
 
     def __init__(self, settings: AgentSettings) -> None:
         self.settings = settings
         self._running: dict[int, asyncio.Task[None]] = {}
+        self._claims: dict[int, ClaimedTask] = {}
+        self._slot_freed = asyncio.Event()
         self._known: dict[str, ClaimedTask] = {}
         """The latest task of each deployment this agent ran, to report its components between tasks."""
         self.warm = threading.Event()
         """Set once the agent serves and its action processes are all started (from any thread)."""
+
+    def _slots_taken(self) -> int:
+        """Running tasks that hold a slot: all but those that actions started."""
+        return sum(1 for claim in self._claims.values() if claim.task.get("parent_task_id") is None)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and run tasks until ``stop`` is set; then let the running ones end."""
@@ -77,8 +96,28 @@ class Agent:
         previous, instance = _new_instance(settings.data_dir)
         runner = ActionRunner(settings.prefect_api_url, pool_size=settings.runner_pool_size, owner=instance)
         RUNNER_POOL_SIZE.set(settings.runner_pool_size)
+
+        async def after_prefect_outage(away_since: float) -> None:
+            await runner.replace_ready_processes()
+            crashed = await runner.crash_runs_of(
+                instance, PREFECT_OUTAGE_RUN_MESSAGE, created_before=datetime.fromtimestamp(away_since, UTC)
+            )
+            if crashed:
+                log.warning("Marked %d flow run(s) stopped by the Prefect outage Crashed.", len(crashed))
+
+        prefect = PrefectWatch(
+            runner.api_url,
+            check_seconds=settings.prefect_check_seconds,
+            outage_seconds=settings.prefect_outage_seconds,
+            on_back=after_prefect_outage,
+        )
         parts = AgentParts(
-            api, cluster, HelmReleases(connection), runner, DriverCache(api, settings.data_dir / "drivers")
+            api,
+            cluster,
+            HelmReleases(connection),
+            runner,
+            DriverCache(api, settings.data_dir / "drivers"),
+            prefect,
         )
         try:
             await cluster.ensure_crd()
@@ -88,26 +127,13 @@ class Agent:
             log.info("Agent serving; Prefect at %s", runner.api_url)
             warming = asyncio.create_task(self._warm_up(runner))
             reporting = asyncio.create_task(self._report_periodically(parts, stop))
+            watching = asyncio.create_task(prefect.watch(stop))
             while not stop.is_set():
-                claimed, idle = None, True
-                if len(self._running) < settings.concurrency:
-                    try:
-                        with AGENT_CLAIM_SECONDS.time():
-                            claimed = await api.claim(settings.lease_seconds, settings.claim_wait_seconds)
-                        idle = settings.claim_wait_seconds == 0  # a long poll has waited already
-                    except Exception as error:  # the server may be restarting: keep trying
-                        log.warning("Could not claim a task: %s", error)
-                if claimed is None:
-                    if idle:
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(stop.wait(), settings.poll_seconds)
-                    continue
-                self._running[claimed.task_id] = asyncio.create_task(
-                    self._reconcile(parts, claimed), name=str(claimed.deployment["name"])
-                )
+                await self._claim_and_start(parts, stop)
             if self._running:
                 await self._end_running_tasks(api)
             await reporting
+            await watching
             warming.cancel()
         finally:
             await runner.close()
@@ -134,6 +160,40 @@ class Agent:
             except Exception as error:  # its lease runs out instead, with the same outcome
                 log.warning("Could not end task %s: %s", task_id, error)
 
+    async def _claim_and_start(self, parts: AgentParts, stop: asyncio.Event) -> None:
+        """Claim one task and start it, or wait a little when there is none.
+
+        With every slot taken, or while the Prefect server is away, only a task that an action of a
+        running task started is claimed: it runs no action, and its parent waits for it.
+        """
+        settings = self.settings
+        assert parts.prefect is not None
+        full = self._slots_taken() >= settings.concurrency
+        prefect_down = None if full else await parts.prefect.check()
+        only_started_by_actions = full or prefect_down is not None
+        wait = 0 if only_started_by_actions else settings.claim_wait_seconds
+        claimed = None
+        try:
+            with AGENT_CLAIM_SECONDS.time():
+                claimed = await parts.api.claim(
+                    settings.lease_seconds, wait, started_by_actions_only=only_started_by_actions
+                )
+        except Exception as error:  # the server may be restarting: keep trying
+            log.warning("Could not claim a task: %s", describe_error(error))
+            wait = 0
+        if claimed is None:
+            if wait == 0:  # a long poll has waited already
+                self._slot_freed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        _first(stop.wait(), self._slot_freed.wait()), settings.poll_seconds
+                    )
+            return
+        self._claims[claimed.task_id] = claimed
+        self._running[claimed.task_id] = asyncio.create_task(
+            self._reconcile(parts, claimed), name=str(claimed.deployment["name"])
+        )
+
     async def _warm_up(self, runner: ActionRunner) -> None:
         await runner.wait_until_ready()
         self.warm.set()
@@ -149,12 +209,18 @@ class Agent:
                 self._known.pop(name, None)
             else:
                 self._known[name] = claimed
-        except Exception:
-            log.exception("Task %s could not be ended; its lease will run out", claimed.task_id)
+        except Exception as error:
+            log.exception(
+                "Task %s could not be ended (%s); its lease will run out",
+                claimed.task_id,
+                describe_error(error),
+            )
         finally:
             TASKS_RUNNING.dec()
             renewing.cancel()
             self._running.pop(claimed.task_id, None)
+            self._claims.pop(claimed.task_id, None)
+            self._slot_freed.set()
 
     async def _report_periodically(self, parts: AgentParts, stop: asyncio.Event) -> None:
         """Report the component workloads of known deployments that run no task now, every so often."""
@@ -171,9 +237,30 @@ class Agent:
                     log.warning("Could not report the components of %s: %s", name, error)
 
     async def _renew(self, api: ServerApi, task_id: int) -> None:
+        """Renew the task's lease every third of it; after a failure, again within a second or two.
+
+        A lease runs out only when the agent is gone, never because one renewal met a busy server.
+        """
+        lease = self.settings.lease_seconds
+        delay = lease / 3
         while True:
-            await asyncio.sleep(self.settings.lease_seconds / 3)
+            await asyncio.sleep(delay)
             try:
-                await api.renew_lease(task_id, self.settings.lease_seconds)
-            except Exception as error:
-                log.warning("Could not renew the lease of task %s: %s", task_id, error)
+                await api.renew_lease(task_id, lease)
+                delay = lease / 3
+            except ServerError as error:
+                if error.task_lost:
+                    log.error("Task %s is no longer this agent's: %s", task_id, error)
+                    return
+                log.warning("Could not renew the lease of task %s (trying again): %s", task_id, error)
+                delay = min(2.0, lease / 6)
+
+
+async def _first(*waits: Coroutine[Any, Any, Any]) -> None:
+    """Return as soon as one of ``waits`` returns; cancel the others."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()

@@ -8,6 +8,7 @@ not run. A mode without actions records no step, except the upgrade hook's core,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,9 +21,10 @@ import yaml
 
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.agent.drivers_cache import DriverCache
-from styrmin_backend.agent.prefect import ActionRunner
-from styrmin_backend.agent.server_api import ClaimedTask, ServerApi
-from styrmin_backend.cluster import ClusterAccess, ClusterError, HelmReleases
+from styrmin_backend.agent.prefect import ActionOutcome, ActionRunner
+from styrmin_backend.agent.prefect.health import PrefectWatch, prefect_unreachable_error
+from styrmin_backend.agent.server_api import ClaimedTask, ServerApi, describe_error
+from styrmin_backend.cluster import ClusterAccess, ClusterError, HelmReleases, ReplicasChanged
 from styrmin_backend.domain import steps
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.redaction import redact
@@ -46,6 +48,8 @@ class AgentParts:
     helm: HelmReleases
     runner: ActionRunner
     drivers: DriverCache
+    prefect: PrefectWatch | None = None
+    """The agent's watch of the Prefect server: actions stop when it goes away."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,8 @@ class Reconciliation:
         except Exception as unexpected:  # a bug: say so, keep the agent running
             log.exception("Task %s failed unexpectedly", self.claim.task_id)
             error = redact(
-                f"Styrmin's agent hit an unexpected error: {unexpected}", [self.claim.actions_token]
+                f"Styrmin's agent hit an unexpected error: {describe_error(unexpected)}",
+                [self.claim.actions_token],
             )
         if self.claim.change_type is not TaskType.DELETE:
             await self.report_components()
@@ -192,7 +197,7 @@ class Reconciliation:
             raise
         except Exception as unexpected:
             log.exception("Step %r of task %s failed", name, self.claim.task_id)
-            message = redact(f"{name} failed: {unexpected}", [self.claim.actions_token])
+            message = redact(f"{name} failed: {describe_error(unexpected)}", [self.claim.actions_token])
             await self.parts.api.end_step(step_id, message)
             raise StepFailed(message) from unexpected
         await self.parts.api.end_step(step_id, None)
@@ -253,7 +258,10 @@ class Reconciliation:
 
             return link
 
-        outcomes = await asyncio.gather(
+        prefect = self.parts.prefect
+        if prefect is not None and prefect.error is not None:
+            raise StepFailed(prefect.error)
+        running = asyncio.gather(
             *(
                 self.parts.runner.run_action(
                     driver_dir,
@@ -268,10 +276,35 @@ class Reconciliation:
                 for action in actions
             )
         )
+        outcomes = await self._unless_prefect_goes_away(running, [a.name for a in actions])
         failed = [(a, o) for a, o in zip(actions, outcomes, strict=True) if not o.succeeded]
         if failed:
             errors = [f"Action {a.name} failed: {o.error}" for a, o in failed]
+            if prefect is not None and (reason := await prefect.check()) is not None:
+                errors.insert(0, prefect_unreachable_error(prefect.api_url, reason))
             raise StepFailed(redact("\n".join(errors), [self.claim.actions_token]))
+
+    async def _unless_prefect_goes_away(
+        self, running: asyncio.Future[list[ActionOutcome]], names: list[str]
+    ) -> list[ActionOutcome]:
+        """The outcomes of the running actions; when the Prefect server goes away first, they are
+        stopped (their processes killed) and the step fails, naming it."""
+        prefect = self.parts.prefect
+        if prefect is None:
+            return await running
+        away: asyncio.Future[Any] = asyncio.ensure_future(prefect.away.wait())
+        either: list[asyncio.Future[Any]] = [running, away]
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            away.cancel()
+        if running.done():
+            return running.result()
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await running
+        stopped = ", ".join(names)
+        raise StepFailed(f"{prefect.error} Styrmin stopped the action(s) that were running: {stopped}.")
 
     # --- chart and components --------------------------------------------------------------------
 
@@ -328,6 +361,17 @@ class Reconciliation:
         # Helm upgrades never conflict with it. It applies the deployment's current configuration,
         # with the stopped components at zero replicas.
         spec = await self._spec()
+        # The task uses the deployment's current configuration, which includes later changes: when
+        # one of them stops (or starts) a component again, this task can never get it there.
+        undone = [c for c in components if (c in self.target.stopped_components) == running]
+        if undone:
+            verb, again = ("start", "stops") if running else ("stop", "starts")
+            raise StepFailed(
+                f'Cannot {verb} {", ".join(undone)} of deployment "{self.name}": a later change {again} '
+                f"{'it' if len(undone) == 1 else 'them'} again, and a task uses the deployment's current "
+                "configuration, so this one could never get there; it changed nothing. The later change "
+                "decides; request this one again if it should still apply."
+            )
         if not await self._apply_chart(step_id):
             return
         by_name = {c.name: c for c in spec.spec.components}
@@ -335,9 +379,26 @@ class Reconciliation:
             component = by_name[name]
             kind, workload = component.workload.kind, component.workload.resolved_name(self.name)
             replicas = await self._configured_replicas(kind, workload) if running else 0
-            await self.parts.cluster.wait_scaled(
-                self.namespace, kind, workload, replicas, CHART_TIMEOUT_SECONDS
-            )
+            try:
+                await self.parts.cluster.wait_scaled(
+                    self.namespace, kind, workload, replicas, CHART_TIMEOUT_SECONDS
+                )
+            except ReplicasChanged as changed:
+                raise StepFailed(await self._scaled_meanwhile(name, replicas, changed.replicas)) from None
+
+    async def _scaled_meanwhile(self, component: str, waited_for: int, now: int) -> str:
+        """The error of a stop or start whose component another change scaled while it waited."""
+        later = await self.parts.cluster.styrmin_deployment_revision(self.namespace, self.name)
+        by = (
+            f"a later change (revision {later})"
+            if later is not None and later > self.claim.revision
+            else "another change, or someone outside Styrmin,"
+        )
+        return (
+            f'Component "{component}" of deployment "{self.name}" was scaled to {now} replicas by {by} '
+            f"while this task waited for it to reach {waited_for}, so it never will. The later change "
+            "decides; request this one again if it should still apply."
+        )
 
     async def _configured_replicas(self, kind: str, workload: str) -> int:
         """The replicas the chart sets for a workload (recorded by Helm in its last-applied manifest)."""

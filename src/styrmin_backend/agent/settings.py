@@ -44,6 +44,15 @@ class AgentSettings(BaseSettings):
     status_seconds: float = Field(
         default=30, gt=0, le=3600, description="How often the component workloads are reported between tasks."
     )
+    prefect_check_seconds: float = Field(
+        default=2, gt=0, le=60, description="How often the agent checks that the Prefect server answers."
+    )
+    prefect_outage_seconds: float = Field(
+        default=10,
+        ge=0,
+        le=600,
+        description="How long the Prefect server may not answer before the running actions are stopped.",
+    )
     runner_pool_size: int = Field(
         default=4, ge=1, le=32, description="Pre-started processes for actions (about 160 MiB each)."
     )

@@ -30,7 +30,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
     app.state.metrics = server_registry(engine)
-    # Set when the server is asked to stop: /readyz fails and long polls answer at once.
+    # Set when the server is asked to stop: /readyz fails and agents' long polls answer at once.
     app.state.stopping = threading.Event()
     install_error_handlers(app)
 

@@ -8,10 +8,10 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
-from styrmin_backend.domain.deployments import DeploymentStatus
 from styrmin_backend.domain.limits import OUTPUT_TAIL_MAX_BYTES
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import SECRET_SET, conceal_configuration
+from styrmin_backend.domain.status import DeploymentStatus, Status
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.drivers import ActionSummary, ComponentSummary, DriverSpec
 from styrmin_backend.services.changes import Configuration
@@ -233,14 +233,22 @@ class DeploymentOut(BaseModel):
         description="The component workloads as the agent last saw them; null before it reported.",
     )
     components_status_at: datetime | None = None
-    status: DeploymentStatus
+    status: DeploymentStatus = Field(
+        description="deploying, running, upgrade-failed, stopped, failed, deleting or deleted (see the "
+        "status rule in docs/api.md)."
+    )
+    status_reason: str = Field(default="", description="One sentence saying why the status is what it is.")
+    status_task_id: int | None = Field(default=None, description="The task that decided the status.")
     revision: int
     created_at: datetime
     updated_at: datetime
 
     @classmethod
-    def of(cls, row: DeploymentRow, *, with_secrets: bool = False) -> DeploymentOut:
-        """The deployment as users read it; ``with_secrets`` only for the agent that applies it."""
+    def of(
+        cls, row: DeploymentRow, status: Status | None = None, *, with_secrets: bool = False
+    ) -> DeploymentOut:
+        """The deployment as users read it, with its ``status`` as the status rule decides it;
+        ``with_secrets`` only for the agent that applies it."""
         return cls(
             id=row.id,
             name=row.name,
@@ -257,7 +265,9 @@ class DeploymentOut(BaseModel):
             if row.components_status
             else None,
             components_status_at=row.components_status_at,
-            status=DeploymentStatus(row.status),
+            status=status.state if status else DeploymentStatus(row.status),
+            status_reason=status.reason if status else "",
+            status_task_id=status.task_id if status else None,
             revision=row.last_revision,
             created_at=row.created_at,
             updated_at=row.updated_at,
@@ -459,6 +469,10 @@ class ClaimRequest(Strict):
     lease_seconds: StrictInt = Field(default=60, ge=5, le=3600)
     wait_seconds: float = Field(
         default=0, ge=0, le=30, description="Wait up to this long for a task (long poll)."
+    )
+    started_by_actions_only: bool = Field(
+        default=False,
+        description="Claim only a task that an action started (an agent whose slots are all taken).",
     )
 
     @property

@@ -67,6 +67,14 @@ class ClusterError(Exception):
     """A cluster operation failed; the message says which object and why."""
 
 
+class ReplicasChanged(ClusterError):
+    """A workload waited for was scaled to other replicas meanwhile: the wait could never end."""
+
+    def __init__(self, message: str, replicas: int) -> None:
+        super().__init__(message)
+        self.replicas = replicas
+
+
 class ClusterAccess:
     """One cluster, reached through a kubeconfig or the pod's service account, as the agent uses it."""
 
@@ -164,10 +172,21 @@ class ClusterAccess:
             ) from error
 
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
-        """Wait until a workload has exactly ``replicas`` ready (and, for 0, no replicas left)."""
+        """Wait until a workload has exactly ``replicas`` ready (and, for 0, no replicas left).
+
+        Raises:
+            ReplicasChanged: at once, when the workload now asks for other replicas (another change
+                scaled it), since it would never get there.
+            ClusterError: it did not get there within ``timeout`` seconds.
+        """
         deadline = time.monotonic() + timeout
         while True:
             workload = await self.workload(namespace, kind, name)
+            asked = workload.spec.replicas if workload.spec and workload.spec.replicas is not None else 1
+            if asked != replicas:
+                raise ReplicasChanged(
+                    f"{kind} {namespace}/{name} now asks for {asked} replicas, not {replicas}.", asked
+                )
             status = workload.status
             ready = (status.readyReplicas or 0) if status else 0
             total = (status.replicas or 0) if status else 0

@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 
 from styrmin_backend.domain.errors import InvalidInput
 from styrmin_backend.domain.tasks import TaskType
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
-class DeploymentStatus(StrEnum):
-    """What a deployment is doing, as the deployments list shows it."""
-
-    PENDING = "pending"
-    DEPLOYING = "deploying"
-    RUNNING = "running"
-    STOPPED = "stopped"
-    FAILED = "failed"
-    DELETING = "deleting"
-    DELETED = "deleted"
 
 
 CHANGE_TYPES = frozenset(

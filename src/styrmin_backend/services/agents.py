@@ -6,14 +6,13 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
-from styrmin_backend.domain.deployments import DeploymentStatus
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
-from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
-from styrmin_backend.services import auth, workflow
+from styrmin_backend.domain.tasks import StepStatus, TaskStatus
+from styrmin_backend.services import auth, deployment_status, workflow
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
@@ -116,20 +115,31 @@ def fail_expired_leases(session: Session, cluster: str) -> list[int]:
 
 
 def claim_next_task(
-    session: Session, agent: AgentIdentity, lease: timedelta, token_lifetime: timedelta
+    session: Session,
+    agent: AgentIdentity,
+    lease: timedelta,
+    token_lifetime: timedelta,
+    *,
+    started_by_actions_only: bool = False,
 ) -> Claim | None:
-    """Claim the oldest pending task of the agent's cluster, start it, and mint its actions token.
+    """Claim the next pending task of the agent's cluster, start it, and mint its actions token.
 
-    A task started by an action is claimed like any other: it never waits behind the task that
-    started it (that one is still running and waits for it).
+    Tasks started by an action come first, oldest first, then the other tasks, oldest first: the
+    task that started one is running and waits for it, so it must never wait behind new work. An
+    agent whose slots are all taken asks with ``started_by_actions_only`` and runs them beside its
+    slots (see docs/agent.md).
     """
+    # An idle claim (an agent long-polls several times a second) only reads: on SQLite every write
+    # takes the one write lock, and a write per poll starved lease renewals and step writes.
     fail_expired_leases(session, agent.cluster)
-    session.execute(update(AgentRow).where(AgentRow.id == agent.id).values(last_seen_at=utcnow()))
+    _record_seen(session, agent)
+    pending = select(TaskRow.id).where(
+        TaskRow.cluster == agent.cluster, TaskRow.status == TaskStatus.PENDING.value
+    )
+    if started_by_actions_only:
+        pending = pending.where(TaskRow.parent_task_id.is_not(None))
     candidates = session.scalars(
-        select(TaskRow.id)
-        .where(TaskRow.cluster == agent.cluster, TaskRow.status == TaskStatus.PENDING.value)
-        .order_by(TaskRow.id)
-        .limit(20)
+        pending.order_by(TaskRow.parent_task_id.is_(None), TaskRow.id).limit(20)
     ).all()
     for task_id in candidates:
         # A conditional update claims it: of two agents racing, exactly one changes the row.
@@ -152,6 +162,18 @@ def claim_next_task(
     return None
 
 
+_SEEN_EVERY = timedelta(seconds=10)
+"""How often a polling agent's ``last_seen_at`` is written (the Agents page counts 60 s as connected)."""
+
+
+def _record_seen(session: Session, agent: AgentIdentity) -> None:
+    """Note that the agent called, unless that was noted less than ``_SEEN_EVERY`` ago."""
+    now = utcnow()
+    seen = session.scalar(select(AgentRow.last_seen_at).where(AgentRow.id == agent.id))
+    if seen is None or now - as_utc(seen) >= _SEEN_EVERY:
+        session.execute(update(AgentRow).where(AgentRow.id == agent.id).values(last_seen_at=now))
+
+
 def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
     """Task ``task_id`` if ``agent`` holds its lease; raises Conflict otherwise."""
     task = session.get(TaskRow, task_id)
@@ -166,10 +188,21 @@ def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
 
 
 def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: timedelta) -> TaskRow:
-    """Extend the agent's lease of a task it is running."""
-    task = held_task(session, agent, task_id)
-    task.lease_expires_at = utcnow() + lease
-    return task
+    """Extend the agent's lease of a task it is running; raises Conflict when it no longer holds it.
+
+    One conditional UPDATE, so the renewal holds the database's write lock (SQLite has one) for a
+    single statement: a renewal must never fail because other tasks keep the database busy.
+    """
+    session.execute(
+        update(TaskRow)
+        .where(
+            TaskRow.id == task_id,
+            TaskRow.claimed_by == agent.id,
+            TaskRow.status == TaskStatus.RUNNING.value,
+        )
+        .values(lease_expires_at=utcnow() + lease)
+    )
+    return held_task(session, agent, task_id)  # raises, saying why, when the agent does not hold it
 
 
 def end_claimed_task(
@@ -198,40 +231,7 @@ def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str
     task.lease_expires_at = None
     if task.actions_token_id is not None:
         auth.revoke_actions_token(session, task.actions_token_id)
-    _set_deployment_status(session, task)
-
-
-def _set_deployment_status(session: Session, task: TaskRow) -> None:
-    deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
-    if deployment is None or task.revision is None:
-        return
-    # The status follows the latest change that ended: an earlier change ending late does not undo it.
-    # Tasks this task's actions started end before it does and are part of it: its end decides.
-    later = session.scalars(
-        select(TaskRow.id).where(
-            TaskRow.deployment_id == deployment.id,
-            TaskRow.revision > task.revision,
-            TaskRow.status.in_([TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value]),
-            or_(TaskRow.parent_task_id.is_(None), TaskRow.parent_task_id != task.id),
-        )
-    ).first()
-    applied = (task.result or {}).get("applied")
-    if task.status == TaskStatus.SUCCEEDED.value and isinstance(applied, dict) and later is None:
-        deployment.running_app_version = str(applied.get("app_version") or deployment.running_app_version)
-        deployment.running_driver_version = str(
-            applied.get("driver_version") or deployment.running_driver_version
-        )
-    if later is not None:
-        return
-    if task.status == TaskStatus.FAILED.value:
-        deployment.status = DeploymentStatus.FAILED.value
-    elif task.type == TaskType.DELETE.value:
-        deployment.status = DeploymentStatus.DELETED.value
-    elif deployment.stopped_components:
-        deployment.status = DeploymentStatus.STOPPED.value
-    else:
-        deployment.status = DeploymentStatus.RUNNING.value
-    deployment.updated_at = utcnow()
+    deployment_status.record_task_end(session, task)
 
 
 def report_components(

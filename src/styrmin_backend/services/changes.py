@@ -11,14 +11,22 @@ from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.deployments import (
-    DeploymentStatus,
     check_cluster_name,
     check_deployment_name,
     check_namespace,
 )
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound, Refused
 from styrmin_backend.domain.secrets import keep_concealed_configuration
+from styrmin_backend.domain.status import (
+    DeploymentStatus,
+    LatestChange,
+    UpgradeDecision,
+    Versions,
+    decide_upgrade,
+    retry_refusal,
+)
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.services import deployment_status
 from styrmin_backend.services.drivers import DriverInfo, get_driver_info
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.store.models import ChangeRow, DeploymentRow, StepRow, TaskRow
@@ -111,7 +119,7 @@ def create_deployment(
         app_version=app_version or driver.default_app_version,
         configuration=configuration.as_json(),
         stopped_components=[],
-        status=DeploymentStatus.PENDING.value,
+        status=DeploymentStatus.DEPLOYING.value,
         last_revision=0,
         created_at=now,
         updated_at=now,
@@ -146,20 +154,33 @@ def upgrade_deployment(
     deployment = _get_changeable(session, name)
     target_driver = driver_version or deployment.driver_version
     target_app = app_version or deployment.app_version
-    # A user's upgrade compares with what was last asked for; an action's (upgrade_deployment_version)
-    # with what the cluster runs, since its own change already asked for the target.
     if origin is None:
-        current = (deployment.app_version, deployment.driver_version)
-    else:
-        current = (deployment.running_app_version or "", deployment.running_driver_version or "")
-    if (target_app, target_driver) == current:
+        facts = deployment_status.facts_of(session, deployment)
+        decision = decide_upgrade(Versions(target_app, target_driver), facts)
+        if decision is UpgradeDecision.NOTHING_TO_DO:
+            return Recorded(deployment, None)
+        if decision is UpgradeDecision.WAIT:
+            busy = deployment_status.status_of(session, deployment)
+            raise Conflict(
+                f'Deployment "{name}" is already being changed to application {target_app} with driver '
+                f"version {target_driver}: {busy.reason} Wait for it to end; if it fails, request the "
+                "upgrade again or retry its task.",
+                field="app_version",
+            )
+    # An action's upgrade (upgrade_deployment_version) compares with what the cluster runs, since its
+    # own change already asked for the target.
+    elif (target_app, target_driver) == (
+        deployment.running_app_version or "",
+        deployment.running_driver_version or "",
+    ):
         return Recorded(deployment, None)
     driver = get_driver_info(session, deployment.driver_name, target_driver)
     _check_configuration(driver, Configuration.from_json(deployment.configuration))
     spec = {
-        "from_app_version": deployment.running_app_version if origin else deployment.app_version,
+        # From what the cluster runs: after a failed upgrade, requesting it again starts from there.
+        "from_app_version": deployment.running_app_version or deployment.app_version,
         "to_app_version": target_app,
-        "from_driver_version": deployment.running_driver_version if origin else deployment.driver_version,
+        "from_driver_version": deployment.running_driver_version or deployment.driver_version,
         "to_driver_version": target_driver,
         "configuration": deployment.configuration,
         # An upgrade an action asked for applies the target through Helm, without running hooks again.
@@ -215,8 +236,69 @@ def set_components_running(
 def delete_deployment(session: Session, name: str, *, by: Principal) -> Recorded:
     """Record the removal of a deployment: the agent uninstalls it."""
     deployment = _get_changeable(session, name)
-    deployment.status = DeploymentStatus.DELETING.value
     return Recorded(deployment, _record_change(session, deployment, TaskType.DELETE, {}, by, None))
+
+
+def retry_task(session: Session, task_id: int, *, by: Principal) -> Recorded:
+    """Request the change of failed task ``task_id`` again: a new revision and a new task.
+
+    Only the latest task of its type for its deployment can be retried, and only once it failed; a
+    task an action started is part of its parent, which is the one to retry. Raises Conflict otherwise.
+    """
+    task = session.get(TaskRow, task_id)
+    if task is None:
+        raise NotFound(f"There is no task {task_id}.", field="task_id")
+    refusal = retry_refused(session, task)
+    if refusal is not None:
+        raise Conflict(refusal, field="task_id")
+    deployment = get_deployment(session, task.deployment_name)
+    task_type = TaskType(task.type)
+    change = session.get(ChangeRow, task.change_id) if task.change_id else None
+    spec = dict(change.spec) if change else {}
+    name = deployment.name
+    if task_type is TaskType.UPGRADE:
+        return upgrade_deployment(
+            session,
+            name,
+            by=by,
+            app_version=str(spec.get("to_app_version") or deployment.app_version),
+            driver_version=str(spec.get("to_driver_version") or deployment.driver_version),
+        )
+    if task_type is TaskType.CONFIGURE:
+        configuration = Configuration.from_json(deployment.configuration)
+        return configure_deployment(session, name, by=by, configuration=configuration)
+    if task_type in (TaskType.STOP, TaskType.START):
+        components = [str(c) for c in spec.get("components", [])]
+        running = task_type is TaskType.START
+        return set_components_running(session, name, by=by, components=components, running=running)
+    if task_type is TaskType.DELETE:
+        return delete_deployment(session, name, by=by)
+    if task_type is TaskType.CREATE:
+        _get_changeable(session, name)
+        create_spec = {
+            "driver_version": deployment.driver_version,
+            "app_version": deployment.app_version,
+            "configuration": deployment.configuration,
+        }
+        return Recorded(
+            deployment, _record_change(session, deployment, TaskType.CREATE, create_spec, by, None)
+        )
+    raise Conflict(f"A {task_type.value} task cannot be retried yet; request it again.", field="task_id")
+
+
+def retry_refused(session: Session, task: TaskRow) -> str | None:
+    """Why ``task`` cannot be retried, or None when it can (see ``retry_task``)."""
+    if task.parent_task_id is not None:
+        return (
+            f"Task {task.id} was started by an action of task {task.parent_task_id}; "
+            f"retry task {task.parent_task_id} instead."
+        )
+    deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
+    if deployment is None or deployment.status == DeploymentStatus.DELETED:
+        return f"The deployment of task {task.id} no longer exists."
+    task_type = TaskType(task.type)
+    latest = deployment_status.latest_changes(session, [deployment.id])[deployment.id].get(task_type)
+    return retry_refusal(LatestChange(task.id, task_type, TaskStatus(task.status)), latest)
 
 
 def origin_of(session: Session, by: Principal, step_id: int | None) -> Origin | None:
@@ -274,8 +356,6 @@ def _record_change(
         .returning(DeploymentRow.last_revision)
     ).scalar_one()
     deployment.last_revision = revision
-    if task_type is not TaskType.DELETE:
-        deployment.status = DeploymentStatus.DEPLOYING.value
     now = utcnow()
     change = ChangeRow(
         deployment_id=deployment.id,
@@ -302,4 +382,6 @@ def _record_change(
     )
     session.add(task)
     session.flush()
+    if origin is None:
+        deployment_status.refresh_status(session, deployment)
     return task

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
-from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound
+from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound, TooManyAttempts
 from styrmin_backend.domain.limits import CONCURRENT_DRIVER_CHECKS, DRIVER_CHECK_RETRY_AFTER_SECONDS
 from styrmin_backend.drivers import (
     DriverError,
@@ -89,17 +89,16 @@ def list_drivers(session: Session) -> list[DriverRow]:
     return list(session.scalars(select(DriverRow).order_by(DriverRow.name, DriverRow.id)))
 
 
-class DriverChecksBusy(Exception):
+class DriverChecksBusy(TooManyAttempts):
     """This server already runs as many driver checks (pushes, validations) as it allows at once."""
-
-    retry_after = DRIVER_CHECK_RETRY_AFTER_SECONDS
 
     def __init__(self) -> None:
         super().__init__(
             f"The server is already checking {CONCURRENT_DRIVER_CHECKS} drivers (pushes and validations "
-            f"together); send the driver again in about {self.retry_after} s."
+            f"together); send the driver again in about {DRIVER_CHECK_RETRY_AFTER_SECONDS} s.",
+            retry_after=DRIVER_CHECK_RETRY_AFTER_SECONDS,
+            field="driver",
         )
-        self.message = str(self)
 
 
 # Checks are refused rather than queued when all slots are taken: a queue would hold each waiting

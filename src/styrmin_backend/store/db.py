@@ -9,11 +9,23 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+_SQLITE_CONNECTIONS = 48
+"""At least the server's worker threads (anyio's default 40) plus the agent's own calls' threads."""
+
 
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite gets WAL, foreign keys and a busy timeout."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        # A connection per worker thread (the server runs up to 40 requests at once): SQLite
+        # connections are cheap, and with fewer, requests queued 30 s for one and failed with 500
+        # under load (lease renewals among them, ending healthy tasks as "the agent stopped").
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=_SQLITE_CONNECTIONS,
+            max_overflow=0,
+            pool_timeout=60,
+        )
         event.listen(engine, "connect", _configure_sqlite)
         return engine
     # No pre-ping: it costs a round trip per request; recycle connections instead.

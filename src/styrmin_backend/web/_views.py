@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import NotFound
 from styrmin_backend.domain.secrets import conceal
+from styrmin_backend.domain.status import ComponentState, Status, component_state
 from styrmin_backend.drivers import DriverSpec
-from styrmin_backend.services import changes, drivers, tasks
+from styrmin_backend.services import changes, deployment_status, drivers, tasks
 from styrmin_backend.services.tasks import StartedBy, TaskDetail
 from styrmin_backend.store.models import DeploymentRow, DriverRow, StepRow, TaskRow
 from styrmin_backend.web._rendered import Rendered, rendered_components
@@ -44,6 +45,8 @@ class TaskView:
     started_by: StartedBy | None
     steps: list[StepView]
     seconds: float | None
+    retry_refusal: str | None = "Only a failed task can be retried."
+    """Why the task cannot be retried; None when it can (the page then offers "Retry…")."""
 
     @property
     def live(self) -> bool:
@@ -62,7 +65,7 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
     return (as_utc(end) - as_utc(start)).total_seconds()
 
 
-def task_view(detail: TaskDetail, prefect_ui_url: str) -> TaskView:
+def task_view(detail: TaskDetail, prefect_ui_url: str, retry_refusal: str | None = None) -> TaskView:
     """The task view of ``detail``; flow runs link into the Prefect UI at ``prefect_ui_url``."""
     task, now = detail.task, utcnow()
     starts = [as_utc(s.started_at) for s in detail.steps if s.started_at]
@@ -99,12 +102,16 @@ def task_view(detail: TaskDetail, prefect_ui_url: str) -> TaskView:
             )
         )
     task_end = task.ended_at or (now if task.status == "running" else None)
-    return TaskView(task, detail.started_by, views, _seconds(task.started_at, task_end))
+    return TaskView(task, detail.started_by, views, _seconds(task.started_at, task_end), retry_refusal)
 
 
 def load_task_view(session: Session, task_id: int, prefect_ui_url: str) -> TaskView:
     """Task ``task_id`` as the task view shows it; raises NotFound."""
-    return task_view(tasks.get_task_detail(session, task_id), prefect_ui_url)
+    detail = tasks.get_task_detail(session, task_id)
+    refusal: str | None = "Only a failed task can be retried."
+    if detail.task.status == "failed":
+        refusal = changes.retry_refused(session, detail.task)
+    return task_view(detail, prefect_ui_url, refusal)
 
 
 @dataclass
@@ -132,13 +139,16 @@ class DeploymentLine:
     row: DeploymentRow
     application: str
     last_task: TaskRow | None
+    status: Status
 
 
 def deployment_lines(session: Session) -> list[DeploymentLine]:
-    """Every deployment with its application's name and its last task."""
+    """Every deployment with its application's name, its status and its last task."""
     cache = DriverCache(session)
     lines = []
-    for row in changes.list_deployments(session):
+    rows = changes.list_deployments(session)
+    statuses = deployment_status.statuses_of(session, rows)
+    for row in rows:
         spec = cache.spec(row.driver_name, row.driver_version)
         last = tasks.list_tasks(session, deployment=row.name, limit=1).items
         lines.append(
@@ -146,6 +156,7 @@ def deployment_lines(session: Session) -> list[DeploymentLine]:
                 row=row,
                 application=spec.spec.application.name if spec else row.driver_name,
                 last_task=last[0] if last else None,
+                status=statuses[row.id],
             )
         )
     return lines
@@ -171,15 +182,9 @@ class ComponentView:
     """The images the agent last saw the workload run (component container first)."""
 
     @property
-    def state(self) -> str:
-        """``stopped``, ``ready`` (every replica the agent saw is ready), ``not-ready`` or ``unreported``."""
-        if self.stopped:
-            return "stopped"
-        if self.ready_replicas is None or self.live_replicas is None:
-            return "unreported"
-        if self.live_replicas > 0 and self.ready_replicas >= self.live_replicas:
-            return "ready"
-        return "not-ready"
+    def state(self) -> ComponentState:
+        """The component's state by the domain's rule."""
+        return component_state(self.stopped, self.live_replicas, self.ready_replicas)
 
 
 def component_views(

@@ -149,8 +149,13 @@ class RunnerPool:
                 try:
                     process = await RunnerProcess.start(self._python, self._env)
                 except RunnerProcessError as exc:
-                    # Handed to one waiting request; the next request starts the pool again.
-                    self._ready.put_nowait(exc)
+                    # Handed to one waiting request; the next request starts the pool again. With no
+                    # request waiting it is only logged: handed out later, it would fail an action
+                    # for a cause that may be long gone (the Prefect server away for a while).
+                    if self._waiting:
+                        self._ready.put_nowait(exc)
+                    else:
+                        logger.warning("%s It is started again when an action needs it.", exc)
                     return
                 self._ready.put_nowait(process)
         finally:
@@ -189,6 +194,15 @@ class RunnerPool:
             self.fill()
         else:
             self._delayed_fill = asyncio.get_running_loop().call_later(_REFILL_DELAY_SECONDS, self.fill)
+
+    async def replace_ready(self) -> None:
+        """Stop the ready processes and start new ones (after the Prefect server came back)."""
+        while not self._ready.empty():
+            process = self._ready.get_nowait()
+            if isinstance(process, RunnerProcess):
+                await process.close()
+        self._full.clear()
+        self.fill()
 
     async def close(self) -> None:
         """Stop the ready processes and the one starting."""

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -364,14 +365,23 @@ class ActionRunner:
             error = f"Action {location} could not be loaded: {error}"
         return self._outcome(run, started, error, secrets)
 
-    async def crash_runs_of(self, owner: str, message: str) -> list[str]:
+    async def replace_ready_processes(self) -> None:
+        """Replace the processes started ahead, whose Prefect clients knew a server that went away."""
+        await self._pool.replace_ready()
+
+    async def crash_runs_of(
+        self, owner: str, message: str, *, created_before: datetime | None = None
+    ) -> list[str]:
         """Mark the unfinished flow runs tagged ``owner`` Crashed with ``message``; returns their ids.
 
         For the runs of an earlier runner whose processes died with it (an agent killed with
-        ``kill -9``): nothing will ever end them otherwise, and the Prefect UI would show them running.
+        ``kill -9``), or of this one made before ``created_before`` (actions stopped because the
+        Prefect server went away): nothing will ever end them otherwise, and the Prefect UI would
+        show them running.
         """
         from prefect.client.schemas.filters import (
             FlowRunFilter,
+            FlowRunFilterExpectedStartTime,
             FlowRunFilterState,
             FlowRunFilterStateType,
             FlowRunFilterTags,
@@ -386,6 +396,9 @@ class ActionRunner:
             tags=FlowRunFilterTags(all_=[owner]),
             state=FlowRunFilterState(
                 type=FlowRunFilterStateType(any_=[StateType.SCHEDULED, StateType.PENDING, StateType.RUNNING])
+            ),
+            expected_start_time=(
+                FlowRunFilterExpectedStartTime(before_=created_before) if created_before else None
             ),
         )
         crashed = []

@@ -170,6 +170,21 @@ class LocalPrefectServer:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code of the server when it was started and has exited by itself; None otherwise."""
+        return None if self._process is None else self._process.poll()
+
+    def restart(self, timeout: float = 120.0) -> None:
+        """Start the server again on the same port and data dir, once it has exited (or a start failed).
+
+        Raises:
+            PrefectServerError: it did not start again.
+        """
+        if self._process is not None and self._process.poll() is not None:
+            self._process = None
+        self.start(timeout)
+
     def __enter__(self) -> LocalPrefectServer:
         self.start()
         return self

@@ -96,7 +96,11 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                 raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
             agent = agents.authenticate_agent(db, key)
             claimed = agents.claim_next_task(
-                db, agent, lease=body.lease, token_lifetime=settings.actions_token_lifetime
+                db,
+                agent,
+                lease=body.lease,
+                token_lifetime=settings.actions_token_lifetime,
+                started_by_actions_only=body.started_by_actions_only,
             )
             if claimed is None:
                 return None
@@ -111,17 +115,15 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
             )
 
     deadline = time.monotonic() + body.wait_seconds
-    while True:
+    stopping = request.app.state.stopping
+    while not stopping.is_set():
         found = await run_in_threadpool(attempt)
         if found is not None:
             return found
-        if (
-            time.monotonic() >= deadline
-            or request.app.state.stopping.is_set()
-            or await request.is_disconnected()
-        ):
+        if stopping.is_set() or time.monotonic() >= deadline or await request.is_disconnected():
             return Response(status_code=204)
         await asyncio.sleep(_CLAIM_POLL_SECONDS)
+    return Response(status_code=204)
 
 
 @router.post("/tasks/{task_id}/lease", response_model=TaskSummary)

@@ -14,14 +14,21 @@ from styrmin_backend.api.schemas import (
     TaskSummary,
     UpgradeRequest,
 )
-from styrmin_backend.services import changes
+from styrmin_backend.services import changes, deployment_status
+from styrmin_backend.store.models import DeploymentRow
 
 router = APIRouter(tags=["deployments"])
 
 
-def _out(recorded: changes.Recorded) -> ChangeOut:
+def deployment_out(db: Db, row: DeploymentRow) -> DeploymentOut:
+    """One deployment with its status as the status rule decides it."""
+    return DeploymentOut.of(row, deployment_status.status_of(db, row))
+
+
+def change_out(db: Db, recorded: changes.Recorded) -> ChangeOut:
+    """A recorded change: the deployment as it is now, and the task that carries the change out."""
     return ChangeOut(
-        deployment=DeploymentOut.of(recorded.deployment),
+        deployment=deployment_out(db, recorded.deployment),
         task=TaskSummary.of(recorded.task) if recorded.task else None,
     )
 
@@ -29,19 +36,22 @@ def _out(recorded: changes.Recorded) -> ChangeOut:
 @router.get("/deployments", response_model=list[DeploymentOut])
 def list_deployments(db: Db, _: Reader) -> list[DeploymentOut]:
     """Every deployment."""
-    return [DeploymentOut.of(row) for row in changes.list_deployments(db)]
+    rows = changes.list_deployments(db)
+    statuses = deployment_status.statuses_of(db, rows)
+    return [DeploymentOut.of(row, statuses[row.id]) for row in rows]
 
 
 @router.get("/deployments/{name}", response_model=DeploymentOut)
 def get_deployment(name: str, db: Db, _: Reader) -> DeploymentOut:
     """One deployment with its configuration."""
-    return DeploymentOut.of(changes.get_deployment(db, name))
+    return deployment_out(db, changes.get_deployment(db, name))
 
 
 @router.post("/deployments", response_model=ChangeOut, status_code=202)
 def create_deployment(body: DeploymentCreateRequest, db: Db, principal: Writer) -> ChangeOut:
     """Create a deployment: records the create change and its pending task."""
-    return _out(
+    return change_out(
+        db,
         changes.create_deployment(
             db,
             by=principal,
@@ -52,7 +62,7 @@ def create_deployment(body: DeploymentCreateRequest, db: Db, principal: Writer) 
             app_version=body.app_version,
             configuration=body.configuration.to_domain(),
             cluster=body.cluster,
-        )
+        ),
     )
 
 
@@ -60,7 +70,8 @@ def create_deployment(body: DeploymentCreateRequest, db: Db, principal: Writer) 
 def upgrade_deployment(name: str, body: UpgradeRequest, db: Db, principal: Writer) -> ChangeOut:
     """Upgrade the application and/or driver version; no task when the deployment already runs them."""
     origin = changes.origin_of(db, principal, body.started_by_step)
-    return _out(
+    return change_out(
+        db,
         changes.upgrade_deployment(
             db,
             name,
@@ -68,24 +79,27 @@ def upgrade_deployment(name: str, body: UpgradeRequest, db: Db, principal: Write
             app_version=body.app_version,
             driver_version=body.driver_version,
             origin=origin,
-        )
+        ),
     )
 
 
 @router.put("/deployments/{name}/configuration", response_model=ChangeOut, status_code=202)
 def configure_deployment(name: str, body: ConfigurationIn, db: Db, principal: Writer) -> ChangeOut:
     """Replace the configuration (values, image overrides, env vars)."""
-    return _out(changes.configure_deployment(db, name, by=principal, configuration=body.to_domain()))
+    return change_out(
+        db, changes.configure_deployment(db, name, by=principal, configuration=body.to_domain())
+    )
 
 
 @router.post("/deployments/{name}/stop", response_model=ChangeOut, status_code=202)
 def stop_components(name: str, body: ComponentsRequest, db: Db, principal: Writer) -> ChangeOut:
     """Stop components: scale their workloads to zero."""
     origin = changes.origin_of(db, principal, body.started_by_step)
-    return _out(
+    return change_out(
+        db,
         changes.set_components_running(
             db, name, by=principal, components=body.components, running=False, origin=origin
-        )
+        ),
     )
 
 
@@ -93,14 +107,15 @@ def stop_components(name: str, body: ComponentsRequest, db: Db, principal: Write
 def start_components(name: str, body: ComponentsRequest, db: Db, principal: Writer) -> ChangeOut:
     """Start components again at their configured replicas."""
     origin = changes.origin_of(db, principal, body.started_by_step)
-    return _out(
+    return change_out(
+        db,
         changes.set_components_running(
             db, name, by=principal, components=body.components, running=True, origin=origin
-        )
+        ),
     )
 
 
 @router.delete("/deployments/{name}", response_model=ChangeOut, status_code=202)
 def delete_deployment(name: str, db: Db, principal: Writer) -> ChangeOut:
     """Delete a deployment: the agent uninstalls it."""
-    return _out(changes.delete_deployment(db, name, by=principal))
+    return change_out(db, changes.delete_deployment(db, name, by=principal))

@@ -52,10 +52,6 @@ def _problems_response(report: DriverReport) -> JSONResponse:
     )
 
 
-def _busy(busy: drivers.DriverChecksBusy) -> JSONResponse:
-    return error_response(429, busy.message, "driver", headers={"Retry-After": str(busy.retry_after)})
-
-
 def _too_large() -> JSONResponse:
     return error_response(
         413, f"The driver archive is larger than {DRIVER_ARCHIVE_MAX_BYTES // (1024 * 1024)} MiB.", "driver"
@@ -80,10 +76,7 @@ async def validate(request: Request, _: Reader) -> DriverReport | JSONResponse:
         data = await _archive(request)
     except DriverError:
         return _too_large()
-    try:
-        return await run_in_threadpool(drivers.validate_archive, data)
-    except drivers.DriverChecksBusy as busy:
-        return _busy(busy)
+    return await run_in_threadpool(drivers.validate_archive, data)  # 429 past the concurrent checks
 
 
 @router.post(
@@ -105,10 +98,7 @@ async def push(
         data = await _archive(request)
     except DriverError:
         return _too_large()
-    try:
-        package, report = await run_in_threadpool(drivers.check_archive, data)
-    except drivers.DriverChecksBusy as busy:
-        return _busy(busy)
+    package, report = await run_in_threadpool(drivers.check_archive, data)  # 429 past the concurrent checks
     if package is None or not report.valid:
         return _problems_response(report)
     pushed = await run_in_threadpool(drivers.push_driver, db, package, report, principal.username)

@@ -6,10 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from styrmin_backend.api.deps import Db, Reader
-from styrmin_backend.api.schemas import MAX_ID, ConfigurationIn, TaskOut, TaskPageOut, TaskSummary
+from styrmin_backend.api.deps import Db, Reader, Writer
+from styrmin_backend.api.routes.deployments import change_out
+from styrmin_backend.api.schemas import MAX_ID, ChangeOut, ConfigurationIn, TaskOut, TaskPageOut, TaskSummary
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
-from styrmin_backend.services import tasks
+from styrmin_backend.services import changes, tasks
 from styrmin_backend.services.tasks import MAX_PAGE_SIZE
 
 router = APIRouter(tags=["tasks"])
@@ -38,6 +39,13 @@ def list_tasks(
 def get_task(task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, _: Reader) -> TaskOut:
     """One task: its steps in order with errors, notes and output, and the tasks it started."""
     return TaskOut.of_detail(tasks.get_task_detail(db, task_id))
+
+
+@router.post("/tasks/{task_id}/retry", response_model=ChangeOut, status_code=202)
+def retry_task(task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, principal: Writer) -> ChangeOut:
+    """Request a failed task's change again: a new revision and a new task (409 unless the task failed
+    and is the latest of its type for its deployment)."""
+    return change_out(db, changes.retry_task(db, task_id, by=principal))
 
 
 @router.get("/tasks/{task_id}/configuration", response_model=ConfigurationIn)

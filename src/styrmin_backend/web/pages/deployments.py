@@ -13,7 +13,8 @@ from starlette.datastructures import FormData
 from styrmin_backend.domain.errors import DomainError, NotFound
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import conceal_configuration
-from styrmin_backend.services import changes, tasks
+from styrmin_backend.domain.status import Status
+from styrmin_backend.services import changes, deployment_status, tasks
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.store.models import DeploymentRow
 from styrmin_backend.web import _views
@@ -197,8 +198,8 @@ def _latest_task(history: tasks.TaskPage, prefect_url: str, session: Session) ->
     return _views.load_task_view(session, latest.id, prefect_url)
 
 
-def _deployment_state(viewer: Viewer, session: Session, row: DeploymentRow) -> PolledPart:
-    """The deployment's facts and components, which its page polls."""
+def _deployment_state(viewer: Viewer, session: Session, row: DeploymentRow, status: Status) -> PolledPart:
+    """The deployment's status, facts and components, which its page polls."""
     spec = _views.DriverCache(session).spec(row.driver_name, row.driver_version)
     rendered = _views.rendered_for(session, row)
     return polled_part(
@@ -207,6 +208,7 @@ def _deployment_state(viewer: Viewer, session: Session, row: DeploymentRow) -> P
         "_deployment_state.html",
         viewer=viewer,
         deployment=row,
+        deployment_status=status,
         spec=spec,
         components=_views.component_views(row, spec, rendered),
         rendered=rendered,
@@ -223,6 +225,7 @@ def deployment_page(
     with unit(request) as session:
         viewer = viewer_of(request, session)
         row = changes.get_deployment(session, name)
+        status = deployment_status.status_of(session, row)
         history = tasks.list_tasks(session, deployment=name, limit=_views.HISTORY_PAGE_SIZE, before=before)
         return render(
             request,
@@ -230,7 +233,8 @@ def deployment_page(
             viewer,
             deployment=row,
             name=row.name,
-            state=_deployment_state(viewer, session, row),
+            deployment_status=status,
+            state=_deployment_state(viewer, session, row, status),
             values=_views.masked_values(row),
             latest=_latest_task(
                 history if before is None else tasks.list_tasks(session, deployment=name, limit=20),
@@ -238,6 +242,7 @@ def deployment_page(
                 session,
             ),
             history=history,
+            history_part=_history_part(viewer, name, history) if before is None else None,
             before=before,
             notice=_NOTICES.get(notice, ""),
         )
@@ -259,20 +264,36 @@ def deployment_state_fragment(request: Request, name: str, seen: str = "") -> Re
                 f"<p>Deployment {escape(name)} has been deleted.</p></div></div>",
                 status_code=HTMX_STOP_POLLING,
             )
-        status = Markup(  # noqa: S704 (an autoescaped template)
-            templates.get_template("_deployment_status.html").render(deployment=row, oob=True)
+        status = deployment_status.status_of(session, row)
+        heading = Markup(  # noqa: S704 (an autoescaped template)
+            templates.get_template("_deployment_status.html").render(deployment_status=status, oob=True)
         )
-        return polled_answer(request, viewer, _deployment_state(viewer, session, row), seen, oob=status)
+        part = _deployment_state(viewer, session, row, status)
+        return polled_answer(request, viewer, part, seen, oob=heading)
+
+
+def _history_part(viewer: Viewer, name: str, history: tasks.TaskPage) -> PolledPart:
+    """The first page of the task history, polled every second: each row follows its task's state."""
+    return polled_part(
+        "history",
+        f"/deployments/{name}/history",
+        "_history.html",
+        seconds=1,
+        viewer=viewer,
+        name=name,
+        history=history,
+        before=None,
+    )
 
 
 @router.get("/deployments/{name}/history")
-def history_fragment(request: Request, name: str) -> HTMLResponse:
-    """The first page of the task history, polled while one of its tasks has not ended."""
+def history_fragment(request: Request, name: str, seen: str = "") -> Response:
+    """The first page of the task history, polled by the deployment page: 204 while nothing shown changed."""
     with unit(request) as session:
         viewer = viewer_of(request, session)
         changes.get_deployment(session, name)
         history = tasks.list_tasks(session, deployment=name, limit=_views.HISTORY_PAGE_SIZE)
-        return render(request, "_history.html", viewer, name=name, history=history, before=None)
+        return polled_answer(request, viewer, _history_part(viewer, name, history), seen)
 
 
 def _render_upgrade(

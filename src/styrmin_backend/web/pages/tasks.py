@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import HTMLResponse
 
+from styrmin_backend.domain.errors import Conflict
+from styrmin_backend.domain.roles import Role
+from styrmin_backend.services import changes, tasks
 from styrmin_backend.web import _views
 from styrmin_backend.web._common import (
+    Form,
     WebRoute,
+    check_form,
+    confirm_page,
     prefect_ui_url,
     render,
+    see_other,
+    text,
     unit,
     viewer_of,
 )
@@ -34,3 +42,35 @@ def task_live(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)
         viewer = viewer_of(request, session)
         view = _views.load_task_view(session, task_id, prefect_ui_url(request))
         return render(request, "_task_live.html", viewer, view=view)
+
+
+@router.post("/tasks/{task_id}/retry")
+def retry(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)], form: Form) -> Response:
+    """Retry a failed task: asks to confirm, then records the change again and shows the new task."""
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+        if text(form, "confirmed") == "yes":
+            recorded = changes.retry_task(session, task_id, by=viewer.principal)
+            target = (
+                f"/tasks/{recorded.task.id}" if recorded.task else f"/deployments/{recorded.deployment.name}"
+            )
+            return see_other(target)
+        task = tasks.get_task_detail(session, task_id).task
+        refusal = changes.retry_refused(session, task)
+        if refusal is not None:
+            raise Conflict(refusal, field="task_id")
+        lines = [
+            f"This requests the {task.type} change of deployment {task.deployment_name} again, as a new "
+            "revision with a task of its own; the failed task stays as it is.",
+        ]
+        return confirm_page(
+            request,
+            viewer,
+            title=f"Retry {task.type} task #{task_id}?",
+            lines=lines,
+            action=f"/tasks/{task_id}/retry",
+            hidden={},
+            button="Retry",
+            cancel=f"/tasks/{task_id}",
+        )

@@ -1,0 +1,104 @@
+"""Deployment status: the facts the domain's rule needs, read from the store, and the rule applied."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.status import LatestChange, Status, StatusFacts, Versions, deployment_status
+from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.store.models import ChangeRow, DeploymentRow, TaskRow
+
+
+def latest_changes(
+    session: Session, deployment_ids: Sequence[int]
+) -> dict[int, dict[TaskType, LatestChange]]:
+    """The latest task of each type that users requested (not actions' linked ones), per deployment."""
+    if not deployment_ids:
+        return {}
+    newest = (
+        select(func.max(TaskRow.id))
+        .where(TaskRow.deployment_id.in_(deployment_ids), TaskRow.parent_task_id.is_(None))
+        .group_by(TaskRow.deployment_id, TaskRow.type)
+    )
+    rows = session.execute(
+        select(TaskRow.id, TaskRow.deployment_id, TaskRow.type, TaskRow.status, ChangeRow.spec)
+        .outerjoin(ChangeRow, ChangeRow.id == TaskRow.change_id)
+        .where(TaskRow.id.in_(newest))
+    )
+    found: dict[int, dict[TaskType, LatestChange]] = {i: {} for i in deployment_ids}
+    for task_id, deployment_id, type_, status, spec in rows:
+        target = (spec or {}).get("to_app_version") if type_ == TaskType.UPGRADE.value else None
+        found[deployment_id][TaskType(type_)] = LatestChange(
+            task_id, TaskType(type_), TaskStatus(status), str(target) if target else None
+        )
+    return found
+
+
+def status_facts(row: DeploymentRow, latest: dict[TaskType, LatestChange]) -> StatusFacts:
+    """What the rule decides ``row``'s status from."""
+    running = None
+    if row.running_app_version or row.running_driver_version:
+        running = Versions(
+            row.running_app_version or row.app_version, row.running_driver_version or row.driver_version
+        )
+    return StatusFacts(
+        wanted=Versions(row.app_version, row.driver_version),
+        running=running,
+        stopped_components=tuple(sorted(row.stopped_components or [])),
+        latest=latest,
+    )
+
+
+def facts_of(session: Session, row: DeploymentRow) -> StatusFacts:
+    """The facts of one deployment, read now."""
+    return status_facts(row, latest_changes(session, [row.id])[row.id])
+
+
+def status_of(session: Session, row: DeploymentRow) -> Status:
+    """The status of one deployment."""
+    return deployment_status(facts_of(session, row))
+
+
+def statuses_of(session: Session, rows: Sequence[DeploymentRow]) -> dict[int, Status]:
+    """The status of each deployment in ``rows``, by id (one query for all)."""
+    latest = latest_changes(session, [row.id for row in rows])
+    return {row.id: deployment_status(status_facts(row, latest[row.id])) for row in rows}
+
+
+def refresh_status(session: Session, row: DeploymentRow) -> Status:
+    """Store the deployment's status (lists filter on it) after a change was recorded or ended."""
+    session.flush()
+    status = status_of(session, row)
+    if row.status != status.state.value:
+        row.status = status.state.value
+        row.updated_at = utcnow()
+    return status
+
+
+def record_task_end(session: Session, task: TaskRow) -> None:
+    """After ``task`` ended: note what the cluster now runs, then store the deployment's status."""
+    deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
+    if deployment is None or task.revision is None:
+        return
+    # What runs follows the latest change that ended: an earlier change ending late does not undo it.
+    # Tasks this task's actions started end before it does and are part of it: its end decides.
+    later = session.scalars(
+        select(TaskRow.id).where(
+            TaskRow.deployment_id == deployment.id,
+            TaskRow.revision > task.revision,
+            TaskRow.status.in_([TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value]),
+            or_(TaskRow.parent_task_id.is_(None), TaskRow.parent_task_id != task.id),
+        )
+    ).first()
+    applied = (task.result or {}).get("applied")
+    if task.status == TaskStatus.SUCCEEDED.value and isinstance(applied, dict) and later is None:
+        deployment.running_app_version = str(applied.get("app_version") or deployment.running_app_version)
+        deployment.running_driver_version = str(
+            applied.get("driver_version") or deployment.running_driver_version
+        )
+    deployment.updated_at = utcnow()
+    refresh_status(session, deployment)
