@@ -17,7 +17,10 @@ from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.migrate import migration_lock, upgrade_database
 
-app = typer.Typer(help="Styrmin control plane.", no_args_is_help=True, add_completion=False)
+# Plain tracebacks: Rich would wrap them at 80 columns in a log file, splitting paths.
+app = typer.Typer(
+    help="Styrmin control plane.", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False
+)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 console = Console(stderr=True)

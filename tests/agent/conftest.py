@@ -52,7 +52,7 @@ TEST_ACTIONS = textwrap.dedent(
         me = httpx.get(f"{context.api_url}/api/v1/whoami", headers={"Authorization": f"Bearer {token}"})
         if me.json().get("username") != "styrmin-actions":
             raise RuntimeError(f"the token does not work during the run: {me.text}")
-        Path(context.configuration.values["token_file"]).write_text(token)
+        Path(context.configuration.values["proof_file"]).write_text(token)
 
 
     @flow

@@ -34,8 +34,9 @@ def test_create_runs_setup_pre_install_post_and_revokes_the_token(stack: Stack, 
         "1.1.0",
         [action("pre", "setup", "pre", "announce"), action("post", "setup", "post", "checks_token")],
     )
+    # A path under a key that does not look secret: secret values reach actions concealed.
     token_file = stack.tmp / f"{deployment_name}.token"
-    task = create(stack, deployment_name, "1.1.0", configuration={"values": {"token_file": str(token_file)}})
+    task = create(stack, deployment_name, "1.1.0", configuration={"values": {"proof_file": str(token_file)}})
     assert task["status"] == "succeeded", task
     assert step_names(task) == [
         hook_step_name(Hook.SETUP, Mode.PRE),

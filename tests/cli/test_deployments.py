@@ -90,8 +90,10 @@ def test_upgrade_stop_start_and_delete(ctl: Ctl) -> None:
     upgraded = ctl("deployments", "upgrade", name, "--app-version", "2.0.0", "--driver-version", "2.0.0")
     assert upgraded.exit_code == 0, upgraded.output
     assert f"Upgrading {name}: revision 2, task" in upgraded.stdout
+    # Asking again while that upgrade waits for an agent says which task to wait for.
     same = ctl("deployments", "upgrade", name, "--app-version", "2.0.0", "-o", "json")
-    assert json.loads(same.stdout)["task"] is None
+    assert same.exit_code == 1 and "is already being changed to application 2.0.0" in same.stderr
+    assert "Wait for it to end" in same.stderr
     assert ctl("deployments", "upgrade", name).exit_code == 2  # neither version given
 
     stopped = json.loads(ctl("deployments", "stop", name, "worker", "-o", "json").stdout)

@@ -155,7 +155,9 @@ def test_deployment_changes_record_tasks(admin: Client) -> None:
     upgraded = admin.deployments.upgrade(name, app_version="2.0.0", driver_version="2.0.0")
     assert upgraded.task is not None and upgraded.task.type == TaskType.UPGRADE
     assert (upgraded.deployment.app_version, upgraded.deployment.driver_version) == ("2.0.0", "2.0.0")
-    assert admin.deployments.upgrade(name, app_version="2.0.0").task is None
+    # The same versions again while that upgrade is pending: a conflict naming the task to wait for.
+    with pytest.raises(styrmin.ConflictError, match=f"Task #{upgraded.task.id} \\(upgrade\\)"):
+        admin.deployments.upgrade(name, app_version="2.0.0")
 
     configured = admin.deployments.configure(
         name, styrmin.Configuration(values={"replicas": 3}, env={"worker": {"LEVEL": "debug"}})
