@@ -38,6 +38,8 @@ if TYPE_CHECKING:
         WaitTimeoutError,
     )
     from styrmin.models import (
+        Agent,
+        AgentKey,
         Backup,
         BackupChange,
         BackupFile,
@@ -72,6 +74,8 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "APIError": "styrmin.errors",
+    "Agent": "styrmin.models",
+    "AgentKey": "styrmin.models",
     "AsyncClient": "styrmin._async_client",
     "AuthenticationError": "styrmin.errors",
     "BadRequestError": "styrmin.errors",
@@ -139,6 +143,8 @@ __all__ = [
     "TOKEN_ENV",
     "URL_ENV",
     "APIError",
+    "Agent",
+    "AgentKey",
     "AsyncClient",
     "AuthenticationError",
     "Backup",

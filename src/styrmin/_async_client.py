@@ -30,6 +30,8 @@ from styrmin._http import (
 )
 from styrmin._wait import WaitState
 from styrmin.models import (
+    Agent,
+    AgentKey,
     Backup,
     BackupChange,
     Change,
@@ -83,6 +85,7 @@ class AsyncClient:
         self.deployments = AsyncDeployments(self)
         self.tasks = AsyncTasks(self)
         self.users = AsyncUsers(self)
+        self.agents = AsyncAgents(self)
         self.steps = AsyncSteps(self)
         self.backups = AsyncBackups(self)
 
@@ -354,6 +357,25 @@ class AsyncTasks:
         return read
 
 
+class AsyncAgents:
+    """Agents, one or more per cluster (administrators only)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(self, name: str, cluster: str) -> AgentKey:
+        """Make an agent for ``cluster``; its key is in the answer, and only there."""
+        return await self._client.send(calls.create_agent(name, cluster))
+
+    async def list(self) -> builtins.list[Agent]:
+        """Every agent, revoked ones included."""
+        return await self._client.send(calls.list_agents())
+
+    async def revoke(self, name: str) -> Agent:
+        """Revoke an agent's key: it can claim nothing more."""
+        return await self._client.send(calls.revoke_agent(name))
+
+
 class AsyncUsers:
     """Users (administrators manage them; everyone signed in may list them)."""
 
@@ -394,6 +416,7 @@ class AsyncUsers:
 
 
 __all__ = [
+    "AsyncAgents",
     "AsyncClient",
     "AsyncDeployments",
     "AsyncDrivers",

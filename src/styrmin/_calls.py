@@ -13,6 +13,8 @@ import httpx
 from styrmin._http import Call, model, no_content, raw_content
 from styrmin.errors import ConfigurationError, FieldError, InvalidDriverError
 from styrmin.models import (
+    Agent,
+    AgentKey,
     Backup,
     BackupChange,
     Change,
@@ -302,6 +304,21 @@ def set_password(username: str, password: str) -> Call[User]:
 
 def reset_password(username: str) -> Call[PasswordReset]:
     return Call("POST", f"/users/{_seg(username)}/password/reset", model(PasswordReset))
+
+
+# --- agents ------------------------------------------------------------------------------------
+
+
+def create_agent(name: str, cluster: str) -> Call[AgentKey]:
+    return Call("POST", "/agents", model(AgentKey), json={"name": name, "cluster": cluster})
+
+
+def list_agents() -> Call[list[Agent]]:
+    return Call("GET", "/agents", model(list[Agent]))
+
+
+def revoke_agent(name: str) -> Call[Agent]:
+    return Call("DELETE", f"/agents/{_seg(name)}", model(Agent))
 
 
 # --- steps (for actions) -----------------------------------------------------------------------

@@ -28,6 +28,8 @@ from styrmin._http import (
 )
 from styrmin._wait import WaitState
 from styrmin.models import (
+    Agent,
+    AgentKey,
     Backup,
     BackupChange,
     Change,
@@ -86,6 +88,7 @@ class Client:
         self.deployments = Deployments(self)
         self.tasks = Tasks(self)
         self.users = Users(self)
+        self.agents = Agents(self)
         self.steps = Steps(self)
         self.backups = Backups(self)
 
@@ -352,6 +355,25 @@ class Tasks:
         return read
 
 
+class Agents:
+    """Agents, one or more per cluster (administrators only)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def create(self, name: str, cluster: str) -> AgentKey:
+        """Make an agent for ``cluster``; its key is in the answer, and only there."""
+        return self._client.send(calls.create_agent(name, cluster))
+
+    def list(self) -> builtins.list[Agent]:
+        """Every agent, revoked ones included."""
+        return self._client.send(calls.list_agents())
+
+    def revoke(self, name: str) -> Agent:
+        """Revoke an agent's key: it can claim nothing more."""
+        return self._client.send(calls.revoke_agent(name))
+
+
 class Users:
     """Users (administrators manage them; everyone signed in may list them)."""
 
@@ -391,7 +413,7 @@ class Users:
         return self._client.send(calls.reset_password(username))
 
 
-__all__ = ["Client", "Deployments", "Drivers", "ProgressCallback", "Tasks", "Users"]
+__all__ = ["Agents", "Client", "Deployments", "Drivers", "ProgressCallback", "Tasks", "Users"]
 
 
 class Steps:

@@ -63,6 +63,23 @@ class User(_Model):
     created_at: Time
 
 
+class Agent(_Model):
+    """An agent: it runs the changes of the deployments of one cluster."""
+
+    name: str
+    cluster: str
+    created_at: Time
+    revoked: bool
+    last_seen_at: Time | None
+
+
+class AgentKey(_Model):
+    """A new agent and its key, shown only once: give the key to `styrmin agent`."""
+
+    agent: Agent
+    key: str
+
+
 class PasswordReset(_Model):
     """A new random password, shown only once."""
 

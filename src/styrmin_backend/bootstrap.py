@@ -10,7 +10,7 @@ from styrmin_backend.data_dir import make_data_dir_private
 from styrmin_backend.services.users import FirstAdmin, ensure_admin
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_engine, make_session_factory, transaction
-from styrmin_backend.store.migrate import upgrade_database
+from styrmin_backend.store.migrate import migration_lock, upgrade_database
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,10 @@ def prepare_database(settings: Settings) -> Prepared:
     """Open the database, apply migrations, and make the admin user on first start."""
     make_data_dir_private(settings.data_dir)
     engine = make_engine(settings.effective_database_url)
-    upgrade_database(engine)
     password = settings.admin_password.get_secret_value() if settings.admin_password else None
-    with transaction(make_session_factory(engine)) as session:
-        first_admin = ensure_admin(session, password, settings.data_dir)
+    with migration_lock(engine):  # several replicas may start at once
+        upgrade_database(engine)
+        with transaction(make_session_factory(engine)) as session:
+            first_admin = ensure_admin(session, password, settings.data_dir)
     make_data_dir_private(settings.data_dir)
     return Prepared(engine, first_admin)

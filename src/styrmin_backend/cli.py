@@ -6,15 +6,16 @@ import logging
 from typing import Annotated
 
 import typer
-import uvicorn
 from rich.console import Console
 
 from styrmin_backend.api import create_app
-from styrmin_backend.bootstrap import prepare_database
+from styrmin_backend.api.serving import serve_until_stopped
+from styrmin_backend.bootstrap import Prepared, prepare_database
 from styrmin_backend.data_dir import restrict_new_files
+from styrmin_backend.logs import configure_logging
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_engine
-from styrmin_backend.store.migrate import upgrade_database
+from styrmin_backend.store.migrate import migration_lock, upgrade_database
 
 # Plain tracebacks: Rich would wrap them at 80 columns in a log file, splitting paths.
 app = typer.Typer(
@@ -23,6 +24,7 @@ app = typer.Typer(
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 console = Console(stderr=True)
+log = logging.getLogger("styrmin.server")
 
 
 def _serve(settings: Settings, host: str | None, port: int | None) -> None:
@@ -30,25 +32,37 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> None:
         settings.host = host
     if port is not None:
         settings.port = port
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_format)
     prepared = prepare_database(settings)
+    for line in _start_lines(settings, prepared):
+        if settings.log_format == "json":
+            log.info(line)
+        else:
+            console.print(line)
+    serve_until_stopped(create_app(settings, prepared.engine), settings)
+
+
+def _start_lines(settings: Settings, prepared: Prepared) -> list[str]:
+    """What the server says on start: where it serves and how to log in.
+
+    A generated admin password is shown once, on a terminal only: with JSON logs (read by a log
+    collector) the lines point at the password file instead.
+    """
     url = settings.effective_public_url
-    console.print(f"[bold]Styrmin[/] serves on {url}  (API docs: {url}/api/docs)")
-    if prepared.first_admin and prepared.first_admin.generated_password:
-        console.print(
-            f"Log in as [bold]admin[/] with password [bold]{prepared.first_admin.generated_password}[/] "
-            f"(shown once; also in {prepared.first_admin.password_file})"
+    lines = [f"Styrmin serves on {url}  (API docs: {url}/api/docs)"]
+    first = prepared.first_admin
+    if first and first.generated_password and settings.log_format == "text":
+        lines.append(
+            f"Log in as [bold]admin[/] with password [bold]{first.generated_password}[/] "
+            f"(shown once; also in {first.password_file})"
         )
-    elif prepared.first_admin:
-        console.print("Log in as [bold]admin[/] with the password from STYRMIN_ADMIN_PASSWORD.")
+    elif first and first.generated_password:
+        lines.append(f"Log in as admin with the password in {first.password_file} (shown there once).")
+    elif first:
+        lines.append("Log in as admin with the password from STYRMIN_ADMIN_PASSWORD.")
     else:
-        console.print(f"Log in as admin (first password in {settings.data_dir / 'admin-password.txt'}).")
-    uvicorn.run(
-        create_app(settings, prepared.engine),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
-    )
+        lines.append(f"Log in as admin (first password in {settings.data_dir / 'admin-password.txt'}).")
+    return lines
 
 
 HostOption = Annotated[str | None, typer.Option(help="Bind address (default: STYRMIN_HOST).")]
@@ -78,7 +92,15 @@ def agent() -> None:
     from styrmin_backend.agent.settings import AgentSettings
 
     settings = AgentSettings()  # type: ignore[call-arg]  # the key comes from the environment
-    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server_settings = Settings()
+    configure_logging(server_settings.log_level, server_settings.log_format)
+
+    if settings.metrics_port:
+        from prometheus_client import start_http_server
+
+        from styrmin_backend.metrics import AGENT_REGISTRY
+
+        start_http_server(settings.metrics_port, registry=AGENT_REGISTRY)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -101,7 +123,9 @@ def server(host: HostOption = None, port: PortOption = None) -> None:
 def db_upgrade() -> None:
     """Apply the database migrations."""
     settings = Settings()
-    upgrade_database(make_engine(settings.effective_database_url))
+    engine = make_engine(settings.effective_database_url)
+    with migration_lock(engine):
+        upgrade_database(engine)
     console.print("The database schema is current.")
 
 

@@ -51,6 +51,17 @@ class Settings(BaseSettings):
         "and written to admin-password.txt (mode 0600) in the data dir.",
     )
     log_level: LogLevel = Field(default="INFO", description="Level of the server's log.")
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="Log lines as text, or one JSON object a line (json) for a log collector; "
+        "the agent follows it too. Secrets are redacted either way.",
+    )
+    shutdown_grace_seconds: float = Field(
+        default=10,
+        ge=0,
+        le=600,
+        description="On SIGTERM, how long the server lets requests in flight finish before it exits.",
+    )
     prefect_ui_url: str = Field(
         default="http://127.0.0.1:4200",
         description="Prefect UI that the task view links each action's flow run to.",

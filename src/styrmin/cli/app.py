@@ -11,7 +11,7 @@ import typer
 from rich.text import Text
 
 from styrmin._environment import URL_ENV
-from styrmin.cli import backups, contexts, deployments, drivers, tasks, users
+from styrmin.cli import agents, backups, contexts, deployments, drivers, tasks, users
 from styrmin.cli._common import (
     PLAIN_HELP,
     OutputOption,
@@ -50,6 +50,7 @@ app.add_typer(deployments.app, name="deployments")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(users.app, name="users")
 app.add_typer(backups.app, name="backups")
+app.add_typer(agents.app, name="agents")
 
 
 def _version(value: bool) -> None:

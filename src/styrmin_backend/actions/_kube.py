@@ -21,6 +21,7 @@ from styrmin_backend.actions._backend import ActionJob, JobPod
 from styrmin_backend.actions._tail import OutputTail
 from styrmin_backend.actions.commands import JOB_CONTAINER, JOB_NAME_LABEL, OUTPUT_READ_ANNOTATION
 from styrmin_backend.actions.errors import ActionError
+from styrmin_backend.cluster.connection import SERVICE_ACCOUNT_ENV
 
 FIELD_MANAGER = "styrmin-actions"
 
@@ -34,19 +35,27 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, AsyncCl
 
 
 def kube_client() -> AsyncClient:
-    """A client of the cluster: KUBECONFIG (the agent sets it for its actions), else in-cluster config."""
+    """A client of the cluster: KUBECONFIG or STYRMIN_SERVICE_ACCOUNT_DIR (the agent sets one for its
+    actions), else the usual in-cluster config."""
     path = os.environ.get("KUBECONFIG", "")
+    service_account = os.environ.get(SERVICE_ACCOUNT_ENV, "")
+    key = path or f"service-account:{service_account}"
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    if path not in per_loop:
+    if key not in per_loop:
         try:
-            config = KubeConfig.from_file(path.split(os.pathsep)[0]) if path else KubeConfig.from_env()
+            if path:
+                config = KubeConfig.from_file(path.split(os.pathsep)[0])
+            elif service_account:
+                config = KubeConfig.from_service_account(service_account)
+            else:
+                config = KubeConfig.from_env()
         except Exception as error:
             raise ActionError(
                 f"The action cannot reach the cluster: no usable kubeconfig ({error}). Styrmin's agent "
                 "passes its kubeconfig in KUBECONFIG; outside the agent, set KUBECONFIG."
             ) from None
-        per_loop[path] = AsyncClient(config, field_manager=FIELD_MANAGER)
-    return per_loop[path]
+        per_loop[key] = AsyncClient(config, field_manager=FIELD_MANAGER)
+    return per_loop[key]
 
 
 @contextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
 import uuid
 from collections.abc import Coroutine
@@ -21,7 +20,9 @@ from styrmin_backend.agent.reconciliation import AgentParts, Reconciliation
 from styrmin_backend.agent.server_api import ClaimedTask, ServerApi, ServerError, describe_error
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_backend.domain.tasks import TaskType
+from styrmin_backend.metrics import AGENT_CLAIM_SECONDS, RUNNER_POOL_SIZE, TASKS_RUNNING
 
 log = logging.getLogger("styrmin.agent")
 
@@ -35,6 +36,10 @@ PREFECT_OUTAGE_RUN_MESSAGE = (
     "its Styrmin task ended failed, naming the Prefect server."
 )
 INSTANCE_FILE = "agent-instance"
+STOPPED_AFTER_GRACE_ERROR = (
+    "The agent was asked to stop and this task did not end within its grace period ({grace:g} s); "
+    "the work may be half done. Look at the deployment and request the change again."
+)
 
 
 def _new_instance(data_dir: Path) -> tuple[str | None, str]:
@@ -57,12 +62,6 @@ async def _crash_orphaned_runs(runner: ActionRunner, previous: str) -> None:
         log.warning(
             "Marked %d flow run(s) the previous agent left running Crashed: %s", len(crashed), crashed
         )
-
-
-def _kubeconfig(settings: AgentSettings) -> Path:
-    if settings.kubeconfig is not None:
-        return settings.kubeconfig
-    return Path(os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config")))
 
 
 class Agent:
@@ -90,12 +89,14 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and run tasks until ``stop`` is set; then let the running ones end."""
         settings = self.settings
-        kubeconfig = _kubeconfig(settings)
+        connection = ClusterConnection.find(settings.kubeconfig, settings.service_account_dir)
+        log.info("Reaching the cluster through %s", connection.describe())
         api = ServerApi(settings.server_url, settings.key.get_secret_value())
-        cluster = ClusterAccess(kubeconfig)
+        cluster = ClusterAccess(connection)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         previous, instance = _new_instance(settings.data_dir)
         runner = ActionRunner(settings.prefect_api_url, pool_size=settings.runner_pool_size, owner=instance)
+        RUNNER_POOL_SIZE.set(settings.runner_pool_size)
 
         async def after_prefect_outage(away_since: float) -> None:
             await runner.replace_ready_processes()
@@ -114,7 +115,7 @@ class Agent:
         parts = AgentParts(
             api,
             cluster,
-            HelmReleases(kubeconfig),
+            HelmReleases(connection),
             runner,
             DriverCache(api, settings.data_dir / "drivers"),
             prefect,
@@ -132,7 +133,7 @@ class Agent:
             while not stop.is_set():
                 await self._claim_and_start(parts, stop)
             if self._running:
-                await asyncio.gather(*self._running.values(), return_exceptions=True)
+                await self._end_running_tasks(api)
             await reporting
             await watching
             warming.cancel()
@@ -140,6 +141,26 @@ class Agent:
             await runner.close()
             await cluster.close()
             await api.close()
+
+    async def _end_running_tasks(self, api: ServerApi) -> None:
+        """After a stop: let running tasks end within the grace period, then end the rest failed."""
+        grace = self.settings.stop_grace_seconds
+        running = dict(self._running)
+        log.info("Stopping: %d task(s) running get up to %g s to end", len(running), grace)
+        _done, late = await asyncio.wait(running.values(), timeout=grace or None)
+        if not late:
+            return
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        for task_id, task in running.items():
+            if task not in late:
+                continue
+            log.warning("Task %s did not end within %g s; it ends failed", task_id, grace)
+            try:
+                await api.end_task(task_id, STOPPED_AFTER_GRACE_ERROR.format(grace=grace), None)
+            except Exception as error:  # its lease runs out instead, with the same outcome
+                log.warning("Could not end task %s: %s", task_id, error)
 
     async def _claim_and_start(self, parts: AgentParts, stop: asyncio.Event) -> None:
         """Claim one task and start it, or wait a little when there is none.
@@ -155,9 +176,10 @@ class Agent:
         wait = 0 if only_started_by_actions else settings.claim_wait_seconds
         claimed = None
         try:
-            claimed = await parts.api.claim(
-                settings.lease_seconds, wait, started_by_actions_only=only_started_by_actions
-            )
+            with AGENT_CLAIM_SECONDS.time():
+                claimed = await parts.api.claim(
+                    settings.lease_seconds, wait, started_by_actions_only=only_started_by_actions
+                )
         except Exception as error:  # the server may be restarting: keep trying
             log.warning("Could not claim a task: %s", describe_error(error))
             wait = 0
@@ -180,6 +202,7 @@ class Agent:
 
     async def _reconcile(self, parts: AgentParts, claimed: ClaimedTask) -> None:
         renewing = asyncio.create_task(self._renew(parts.api, claimed.task_id))
+        TASKS_RUNNING.inc()
         try:
             log.info("Task %s: %s of %s", claimed.task_id, claimed.change_type, claimed.deployment["name"])
             await Reconciliation(parts, claimed).run()
@@ -195,6 +218,7 @@ class Agent:
                 describe_error(error),
             )
         finally:
+            TASKS_RUNNING.dec()
             renewing.cancel()
             self._running.pop(claimed.task_id, None)
             self._claims.pop(claimed.task_id, None)

@@ -254,9 +254,7 @@ class Reconciliation:
         env = {
             "STYRMIN_TOKEN": self.claim.actions_token,
             "STYRMIN_URL": self.claim.styrmin_url,
-            "KUBECONFIG": str(
-                self.parts.cluster.kubeconfig_path
-            ),  # for get_component_images, execute_commands
+            **self.parts.cluster.connection.action_env(),  # for get_component_images, execute_commands
         }
         api = self.parts.api
 

@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from styrmin_backend.cluster.connection import SERVICE_ACCOUNT_DIR
+
 
 class AgentSettings(BaseSettings):
     """Every setting of the agent, with its default (see docs/configuration.md)."""
@@ -16,7 +18,14 @@ class AgentSettings(BaseSettings):
     server_url: str = Field(default="http://127.0.0.1:8080", description="The Styrmin server's URL.")
     key: SecretStr = Field(description="The agent's key, from `POST /api/v1/agents` (an admin makes it).")
     kubeconfig: Path | None = Field(
-        default=None, description="Kubeconfig of the agent's cluster; default: KUBECONFIG or ~/.kube/config."
+        default=None,
+        description="Kubeconfig of the agent's cluster; default: KUBECONFIG, else the pod's service "
+        "account (in-cluster), else ~/.kube/config.",
+    )
+    service_account_dir: Path = Field(
+        default=SERVICE_ACCOUNT_DIR,
+        description="Folder with the service account's token, ca.crt and namespace, used when no kubeconfig "
+        "is given (Kubernetes mounts it in every pod).",
     )
     prefect_api_url: str | None = Field(
         default=None, description="Prefect server API the actions run on; default: PREFECT_API_URL."
@@ -50,4 +59,13 @@ class AgentSettings(BaseSettings):
     )
     runner_pool_size: int = Field(
         default=4, ge=1, le=32, description="Pre-started processes for actions (about 160 MiB each)."
+    )
+    stop_grace_seconds: float = Field(
+        default=300,
+        ge=0,
+        le=86400,
+        description="On SIGTERM, how long running tasks may go on before the agent ends them failed.",
+    )
+    metrics_port: int = Field(
+        default=0, ge=0, le=65535, description="Port of the agent's Prometheus metrics; 0: none."
     )

@@ -9,7 +9,18 @@ from sqlalchemy import Engine
 
 from styrmin_backend.api.deps import API_PREFIX
 from styrmin_backend.api.errors import ERROR_RESPONSES, install_error_handlers
-from styrmin_backend.api.routes import agent, agents, auth, backups, deployments, drivers, tasks, users
+from styrmin_backend.api.routes import (
+    agent,
+    agents,
+    auth,
+    backups,
+    deployments,
+    drivers,
+    health,
+    tasks,
+    users,
+)
+from styrmin_backend.metrics import RequestMetrics, server_registry
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory
 from styrmin_backend.web import install_web
@@ -28,7 +39,8 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
-    # Set when the server is about to stop: agents' long polls then answer at once.
+    app.state.metrics = server_registry(engine)
+    # Set when the server is asked to stop: /readyz fails and agents' long polls answer at once.
     app.state.stopping = threading.Event()
     install_error_handlers(app)
 
@@ -36,10 +48,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     for module in (auth, users, drivers, deployments, backups, tasks, agents, agent):
         api.include_router(module.router)
     app.include_router(api)
+    app.include_router(health.router)
     install_web(app)
-
-    @app.get("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
+    app.add_middleware(RequestMetrics)
     return app

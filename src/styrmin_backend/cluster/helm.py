@@ -1,4 +1,4 @@
-"""Helm releases of deployments, through helm-python-sdk (Helm's own Go SDK) and a kubeconfig."""
+"""Helm releases of deployments, through helm-python-sdk (Helm's own Go SDK): kubeconfig or service account."""
 
 from __future__ import annotations
 
@@ -8,16 +8,20 @@ from typing import Any
 
 import helm_python as helm
 
+from styrmin_backend.cluster.connection import ClusterConnection
+
 
 class HelmReleases:
     """Install, upgrade and uninstall the release of each deployment in one cluster."""
 
-    def __init__(self, kubeconfig_path: Path) -> None:
-        self.kubeconfig_path = kubeconfig_path
+    def __init__(self, connection: ClusterConnection | Path) -> None:
+        if isinstance(connection, Path):
+            connection = ClusterConnection(kubeconfig=connection)
+        self.connection = connection
         self._locks: dict[str, asyncio.Lock] = {}
 
     def _config(self, namespace: str) -> helm.Config:
-        return helm.Config(kubeconfig_path=self.kubeconfig_path, namespace=namespace)
+        return helm.Config(**self.connection.helm_options(), namespace=namespace)
 
     def _lock(self, namespace: str, release: str) -> asyncio.Lock:
         # Helm corrupts a release's history when two writes to it overlap: one at a time per release.

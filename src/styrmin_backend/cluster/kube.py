@@ -7,12 +7,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import Namespace
+
+from styrmin_backend.cluster.connection import ClusterConnection
 
 FIELD_MANAGER = "styrmin-agent"
 GROUP = "styrmin.io"
@@ -74,11 +76,13 @@ class ReplicasChanged(ClusterError):
 
 
 class ClusterAccess:
-    """One cluster, reached through a kubeconfig, as the agent uses it."""
+    """One cluster, reached through a kubeconfig or the pod's service account, as the agent uses it."""
 
-    def __init__(self, kubeconfig_path: Path) -> None:
-        self.kubeconfig_path = kubeconfig_path
-        self._client = AsyncClient(KubeConfig.from_file(kubeconfig_path), field_manager=FIELD_MANAGER)
+    def __init__(self, connection: ClusterConnection | Path) -> None:
+        if isinstance(connection, Path):
+            connection = ClusterConnection(kubeconfig=connection)
+        self.connection = connection
+        self._client = AsyncClient(connection.lightkube_config(), field_manager=FIELD_MANAGER)
 
     async def close(self) -> None:
         """Close the client's connections."""

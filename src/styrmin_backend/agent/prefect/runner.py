@@ -29,6 +29,7 @@ from styrmin_backend.agent.prefect import _protocol
 from styrmin_backend.agent.prefect._pool import RunnerPool, RunnerProcess, RunnerProcessError
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.secrets import conceal, is_secret_name, secret_values
+from styrmin_backend.metrics import counts_running_action
 
 logger = logging.getLogger(__name__)
 
@@ -289,6 +290,7 @@ class ActionRunner:
     ) -> None:
         await self.close()
 
+    @counts_running_action
     async def run_action(
         self,
         driver_dir: Path,

@@ -63,12 +63,21 @@ class LocalPrefectServer:
         port: port to listen on; 0 picks a free one.
         host: address to listen on; loopback by default, so only this machine reaches it.
         python: the interpreter that runs the server.
+        database_url: the server's database (``postgresql+asyncpg://...`` in production); default:
+            SQLite in ``data_dir``.
     """
 
     def __init__(
-        self, data_dir: Path, *, port: int = 0, host: str = "127.0.0.1", python: str = sys.executable
+        self,
+        data_dir: Path,
+        *,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        python: str = sys.executable,
+        database_url: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.database_url = database_url or f"sqlite+aiosqlite:///{self.data_dir / 'prefect.db'}"
         self.host = host
         self.port = port or _free_port(host)
         self._python = python
@@ -106,7 +115,7 @@ class LocalPrefectServer:
         env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
         env |= {
             "PREFECT_HOME": str(self.data_dir),
-            "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{self.data_dir / 'prefect.db'}",
+            "PREFECT_SERVER_DATABASE_CONNECTION_URL": self.database_url,
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_UI_ENABLED": "true",
         }

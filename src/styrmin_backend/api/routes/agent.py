@@ -30,6 +30,7 @@ from styrmin_backend.api.schemas import (
     TaskSummary,
 )
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated, NotFound
+from styrmin_backend.metrics import observe_claim, observe_step
 from styrmin_backend.services import agents, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
 from styrmin_backend.store.db import transaction
@@ -103,6 +104,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
             )
             if claimed is None:
                 return None
+            observe_claim(claimed.task.created_at, claimed.task.started_at)
             return ClaimOut(
                 task=TaskSummary.of(claimed.task),
                 change_type=claimed.task.type,
@@ -179,6 +181,7 @@ def end_step(step_id: IdParam, body: StepEndRequest, db: Db, agent: Agent) -> St
         raise NotFound(f"There is no step {step_id}.", field="step_id")
     agents.held_task(db, agent, step.task_id)
     step = workflow.end_step(db, step_id, error=body.error)
+    observe_step(step.status, step.started_at, step.ended_at)
     return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
 
 

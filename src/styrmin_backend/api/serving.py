@@ -1,0 +1,38 @@
+"""Serving the app with uvicorn, stopping gracefully on SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import math
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+
+from styrmin_backend.settings import Settings
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the app as soon as it is asked to stop."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config)
+        self._app = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # Readiness fails and agents' long polls answer now, so no request holds the stop up.
+        self._app.state.stopping.set()
+        super().handle_exit(sig, frame)
+
+
+def serve_until_stopped(app: FastAPI, settings: Settings) -> None:
+    """Serve ``app`` until a signal: stop accepting, let requests in flight end (up to the grace), exit."""
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        log_config=None,  # keep the log format configure_logging set
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),  # 0: cancel at once
+        proxy_headers=True,
+    )
+    _Server(config, app).run()

@@ -1,0 +1,188 @@
+"""Prometheus metrics of the server and the agent (each process exposes its own).
+
+The server serves them on ``/metrics``; the agent on its own port when
+``STYRMIN_AGENT_METRICS_PORT`` is set. Names start with ``styrmin_``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime
+from typing import ParamSpec, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from styrmin_backend.store.models import TaskRow
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
+_STEP_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+
+SERVER_REGISTRY = CollectorRegistry(auto_describe=True)
+"""What the server's ``/metrics`` shows (its own registry: no process metrics of the test runner)."""
+
+REQUESTS = Counter(
+    "styrmin_http_requests",
+    "HTTP requests the server answered, by method, route and status code.",
+    ["method", "route", "status"],
+    registry=SERVER_REGISTRY,
+)
+REQUEST_SECONDS = Histogram(
+    "styrmin_http_request_duration_seconds",
+    "Time the server took to answer, by method and route.",
+    ["method", "route"],
+    buckets=_LATENCY_BUCKETS,
+    registry=SERVER_REGISTRY,
+)
+CLAIM_LATENCY = Histogram(
+    "styrmin_task_claim_latency_seconds",
+    "Time from a task's request to an agent claiming it.",
+    buckets=_LATENCY_BUCKETS,
+    registry=SERVER_REGISTRY,
+)
+STEP_SECONDS = Histogram(
+    "styrmin_step_duration_seconds",
+    "Time from a step's start to its end, by how it ended.",
+    ["status"],
+    buckets=_STEP_BUCKETS,
+    registry=SERVER_REGISTRY,
+)
+
+AGENT_REGISTRY = CollectorRegistry(auto_describe=True)
+"""What the agent's metrics port shows."""
+
+ACTIONS_RUNNING = Gauge(
+    "styrmin_agent_actions_running", "Actions the agent runs now.", registry=AGENT_REGISTRY
+)
+TASKS_RUNNING = Gauge("styrmin_agent_tasks_running", "Tasks the agent runs now.", registry=AGENT_REGISTRY)
+RUNNER_POOL_SIZE = Gauge(
+    "styrmin_agent_runner_pool_size",
+    "Pre-started action processes the agent keeps.",
+    registry=AGENT_REGISTRY,
+)
+AGENT_CLAIM_SECONDS = Histogram(
+    "styrmin_agent_claim_duration_seconds",
+    "Time one claim call took, long poll included.",
+    buckets=_LATENCY_BUCKETS,
+    registry=AGENT_REGISTRY,
+)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def counts_running_action(run: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
+    """Count the calls of the coroutine function ``run`` in ``styrmin_agent_actions_running`` while they run."""
+
+    @functools.wraps(run)
+    async def counted(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        ACTIONS_RUNNING.inc()
+        try:
+            return await run(*args, **kwargs)
+        finally:
+            ACTIONS_RUNNING.dec()
+
+    return counted
+
+
+class _TasksByTypeAndStatus(Collector):
+    """``styrmin_tasks``: the number of tasks by type and status, counted in the database at each scrape."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield self._family()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = self._family()
+        try:
+            with self._engine.connect() as connection:
+                rows = connection.execute(
+                    select(TaskRow.type, TaskRow.status, func.count()).group_by(TaskRow.type, TaskRow.status)
+                ).all()
+        except SQLAlchemyError:  # the scrape still shows the other metrics; /readyz says what is wrong
+            rows = []
+        for task_type, status, count in rows:
+            family.add_metric([task_type, status], count)
+        yield family
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily("styrmin_tasks", "Tasks by type and status.", labels=["type", "status"])
+
+
+def server_registry(engine: Engine) -> CollectorRegistry:
+    """The server's registry plus the task counts of ``engine``'s database (a fresh registry per app)."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(_Shared(SERVER_REGISTRY))
+    registry.register(_TasksByTypeAndStatus(engine))
+    return registry
+
+
+class _Shared(Collector):
+    """Everything in another registry, so several apps in one process share the process-wide counters."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def describe(self) -> Iterator[object]:
+        return iter(())
+
+    def collect(self) -> Iterator[object]:  # type: ignore[override]
+        yield from self._source.collect()
+
+
+def observe_claim(created_at: datetime, started_at: datetime | None) -> None:
+    """Record how long a task waited between its request and its claim."""
+    if started_at is not None:
+        CLAIM_LATENCY.observe(max(0.0, (started_at - created_at).total_seconds()))
+
+
+def observe_step(status: str, started_at: datetime | None, ended_at: datetime | None) -> None:
+    """Record the duration of a step that ended."""
+    if started_at is not None and ended_at is not None:
+        STEP_SECONDS.labels(status).observe(max(0.0, (ended_at - started_at).total_seconds()))
+
+
+class RequestMetrics:
+    """ASGI middleware counting requests and timing them, by route template (never the raw path)."""
+
+    def __init__(self, app: object) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, object], receive: object, send: object) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)  # type: ignore[operator]
+            return
+        started = time.perf_counter()
+        status = {"code": 500}
+
+        async def record_status(message: dict[str, object]) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])  # type: ignore[call-overload]
+            await send(message)  # type: ignore[operator]
+
+        try:
+            await self.app(scope, receive, record_status)  # type: ignore[operator]
+        finally:
+            template = _route_template(scope)
+            method = str(scope.get("method", ""))
+            REQUESTS.labels(method, template, str(status["code"])).inc()
+            REQUEST_SECONDS.labels(method, template).observe(time.perf_counter() - started)
+
+
+def _route_template(scope: dict[str, object]) -> str:
+    """The path with each path parameter's value put back as ``{name}``; "unmatched" for no route."""
+    if scope.get("route") is None and scope.get("endpoint") is None:
+        return "unmatched"
+    params = scope.get("path_params") or {}
+    names = {str(value): name for name, value in params.items()}  # type: ignore[attr-defined]
+    segments = str(scope.get("path", "")).split("/")
+    return "/".join(f"{{{names[segment]}}}" if segment in names else segment for segment in segments)

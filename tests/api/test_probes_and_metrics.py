@@ -1,0 +1,52 @@
+"""The probes a cluster calls (/healthz, /readyz) and the Prometheus metrics: public and telling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import text
+
+from styrmin_backend.store.db import make_engine
+from tests.api.conftest import Stack
+
+
+def test_probes_answer_without_a_login(stack: Stack) -> None:
+    assert stack.client.get("/healthz").json() == {"status": "ok"}
+    ready = stack.client.get("/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ok"}
+
+
+def test_not_ready_while_the_database_schema_is_behind(stack: Stack) -> None:
+    with stack.engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0001'"))
+    ready = stack.client.get("/readyz")
+    assert ready.status_code == 503
+    assert "styrmin db upgrade" in ready.json()["reason"]
+    assert stack.client.get("/healthz").status_code == 200  # alive all the same: no restart loop
+
+
+def test_not_ready_when_the_database_cannot_be_reached(stack: Stack, tmp_path: Path) -> None:
+    stack.client.app.state.engine = make_engine(f"sqlite:///{tmp_path / 'missing' / 'gone.db'}")  # type: ignore[attr-defined]
+    ready = stack.client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["reason"].startswith("The database cannot be reached")
+
+
+def test_metrics_count_requests_by_route_and_tasks_by_type_and_status(stack: Stack) -> None:
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    body = {"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"}
+    assert stack.client.post("/api/v1/deployments", json=body, headers=admin).status_code == 202
+    assert stack.client.get("/api/v1/deployments/shop", headers=admin).status_code == 200
+    metrics = stack.client.get("/metrics")
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"].startswith("text/plain")
+    lines = metrics.text.splitlines()
+    # Requests are counted by route template, never by the raw path (no unbounded label values).
+    assert any(
+        line.startswith('styrmin_http_requests_total{method="GET",route="/api/v1/deployments/{name}"')
+        for line in lines
+    ), metrics.text
+    assert not any("/api/v1/deployments/shop" in line for line in lines)
+    assert 'styrmin_tasks{status="pending",type="create"} 1.0' in lines
+    assert any(line.startswith("styrmin_task_claim_latency_seconds_count") for line in lines)

@@ -1,0 +1,84 @@
+"""`styrminctl agents register`: a working key, and the exact commands that install the agent with it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import helm_python as helm
+import httpx
+import yaml
+
+from tests.cli.test_process import env, styrminctl  # noqa: F401  (env is a fixture)
+from tests.sdk.server import LiveServer, unique
+
+CHART = Path(__file__).parents[2] / "deploy" / "chart"
+
+
+def test_register_prints_a_key_that_works_and_the_helm_install_line(
+    live_server: LiveServer,
+    env: dict[str, str],  # noqa: F811
+) -> None:
+    name = unique("edge")
+    result = styrminctl(
+        "agents", "register", name, "--cluster", "edge",
+        "--prefect-api-url", "https://prefect.example.com/api",
+        "--server-url", "https://styrmin.example.com",
+        "--chart", str(CHART),
+        env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    namespace, secret, install = result.stdout.splitlines()[-3:]
+    assert namespace == "kubectl create namespace styrmin"
+    secret_argv = shlex.split(secret)
+    key = secret_argv[-1].removeprefix("--from-literal=key=")
+    assert key.startswith("sta_")
+    assert secret_argv[:6] == ["kubectl", "create", "secret", "generic", "styrmin-agent", "-n"]
+    # The key printed is the agent's: the server accepts it for a claim.
+    claim = httpx.post(
+        f"{live_server.url}/api/v1/agent/claim",
+        json={"lease_seconds": 30},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert claim.status_code == 204, claim.text
+
+    argv = shlex.split(install)
+    assert argv[:6] == ["helm", "install", "styrmin-agent", str(CHART), "-n", "styrmin"]
+    assert key not in install  # the key stays in the Secret, out of Helm's stored values
+    values: dict[str, object] = {}
+    for setting in argv[7::2]:
+        path, value = setting.split("=", 1)
+        *parents, leaf = path.split(".")
+        target = values
+        for part in parents:
+            target = target.setdefault(part, {})  # type: ignore[assignment]
+        target[leaf] = value  # type: ignore[index]
+    rendered = helm.Chart.load(CHART).render(
+        values, name="styrmin-agent", namespace="styrmin", is_install=True
+    )
+    documents = [
+        d
+        for t, text in rendered.items()
+        if not t.endswith("NOTES.txt")
+        for d in yaml.safe_load_all(text)
+        if d
+    ]
+    (agent,) = [d for d in documents if d["kind"] == "Deployment"]
+    env_vars = {e["name"]: e for e in agent["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env_vars["STYRMIN_AGENT_SERVER_URL"]["value"] == "https://styrmin.example.com"
+    assert env_vars["STYRMIN_AGENT_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "styrmin-agent"
+
+
+def test_register_as_json_and_list(live_server: LiveServer, env: dict[str, str]) -> None:  # noqa: F811
+    name = unique("edge")
+    made = styrminctl(
+        "agents", "register", name, "-c", "edge", "--prefect-api-url", "http://p:4200/api", "-o", "json", env=env
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    body = json.loads(made.stdout)
+    assert body["agent"]["name"] == name and body["key"].startswith("sta_") and len(body["install"]) == 3
+    listed = styrminctl("agents", "list", env=env)
+    assert name in listed.stdout and "cluster edge" in listed.stdout
+    assert styrminctl("agents", "revoke", name, env=env).returncode == 0
+    assert f"{name}  cluster edge  revoked" in styrminctl("agents", "list", env=env).stdout

@@ -1,0 +1,152 @@
+"""Styrmin's own chart (deploy/chart/), rendered by real Helm for each documented mode: the objects,
+their probes, the agent's RBAC, Secrets referenced by name, and no secret in plain sight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import pytest
+import yaml
+
+CHART = Path(__file__).parents[2] / "deploy" / "chart"
+AGENT_ONLY = {
+    "mode": "agent",
+    "agent": {
+        "cluster": "edge",
+        "serverUrl": "https://styrmin.example.com",
+        "prefectApiUrl": "https://prefect.example.com/api",
+    },
+}
+
+
+def render(values: dict[str, Any]) -> tuple[dict[tuple[str, str], dict[str, Any]], str]:
+    """The rendered objects by (kind, name) (namespaced Roles by "namespace/name"), and the NOTES."""
+    rendered = helm.Chart.load(CHART).render(values, name="styrmin", namespace="styrmin", is_install=True)
+    objects: dict[tuple[str, str], dict[str, Any]] = {}
+    notes = ""
+    for template, text in rendered.items():
+        if template.endswith("NOTES.txt"):
+            notes = text
+            continue
+        for document in yaml.safe_load_all(text):
+            if document:
+                meta = document["metadata"]
+                name = f"{meta['namespace']}/{meta['name']}" if "namespace" in meta else meta["name"]
+                objects[(document["kind"], name)] = document
+    return objects, notes
+
+
+def _container(workload: dict[str, Any]) -> dict[str, Any]:
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry["name"]: entry for entry in container["env"]}
+
+
+def test_the_full_install_has_server_prefect_agent_and_migrations() -> None:
+    objects, _notes = render({})
+    assert set(objects) >= {
+        ("Deployment", "styrmin-server"),
+        ("Service", "styrmin-server"),
+        ("PodDisruptionBudget", "styrmin-server"),
+        ("Job", "styrmin-migrate-1"),
+        ("Deployment", "prefect-server"),
+        ("Service", "prefect-server"),
+        ("Deployment", "styrmin-agent"),
+        ("ServiceAccount", "styrmin-agent"),
+    }
+    assert ("Ingress", "styrmin-server") not in objects  # optional, off by default
+    # The seed's line works as written: kubectl port-forward svc/prefect-server 4200:4200 -n styrmin
+    assert objects[("Service", "prefect-server")]["spec"]["ports"][0]["port"] == 4200
+
+
+def test_the_server_probes_its_real_endpoints_and_runs_several_replicas() -> None:
+    objects, _notes = render({"server": {"replicas": 3}})
+    server = objects[("Deployment", "styrmin-server")]
+    assert server["spec"]["replicas"] == 3
+    container = _container(server)
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert objects[("PodDisruptionBudget", "styrmin-server")]["spec"]["minAvailable"] == 1
+    job = objects[("Job", "styrmin-migrate-1")]
+    assert _container(job)["args"] == ["db", "upgrade"]
+    assert "pre-upgrade" in job["metadata"]["annotations"]["helm.sh/hook"]
+
+
+def test_secrets_are_referenced_by_name_and_never_written_in_plain() -> None:
+    objects, _notes = render({"ingress": {"enabled": True, "host": "styrmin.example.com"}})
+    server_env = _env(_container(objects[("Deployment", "styrmin-server")]))
+    assert server_env["STYRMIN_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "styrmin-database",
+        "key": "url",
+    }
+    assert server_env["STYRMIN_ADMIN_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "styrmin-admin"
+    prefect_env = _env(_container(objects[("Deployment", "prefect-server")]))
+    assert (
+        prefect_env["PREFECT_SERVER_DATABASE_CONNECTION_URL"]["valueFrom"]["secretKeyRef"]["name"]
+        == "styrmin-database"
+    )
+    agent_env = _env(_container(objects[("Deployment", "styrmin-agent")]))
+    assert agent_env["STYRMIN_AGENT_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "styrmin-agent",
+        "key": "key",
+    }
+    assert not [key for key in objects if key[0] in ("Secret", "ConfigMap")]
+    for workload in objects.values():
+        for container in workload.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+            for entry in container.get("env", []):
+                if any(
+                    word in entry["name"] for word in ("PASSWORD", "KEY", "DATABASE_URL", "CONNECTION_URL")
+                ):
+                    assert "value" not in entry, entry
+
+
+def test_the_agent_gets_a_cluster_role_by_default_and_roles_per_namespace_when_asked() -> None:
+    objects, _notes = render({})
+    rules = objects[("ClusterRole", "styrmin-agent")]["rules"]
+    assert {"apiGroups": ["styrmin.io"], "resources": ["styrmindeployments"]}.items() <= rules[0].items()
+    assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in rules)
+    binding = objects[("ClusterRoleBinding", "styrmin-agent")]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "styrmin-agent", "namespace": "styrmin"}
+    ]
+
+    scoped, _notes = render({"agent": {"rbac": {"scope": "namespaces", "namespaces": ["shop", "blog"]}}})
+    assert ("ClusterRole", "styrmin-agent") not in scoped
+    assert {("Role", "shop/styrmin-agent"), ("Role", "blog/styrmin-agent")} <= set(scoped)
+    assert scoped[("RoleBinding", "blog/styrmin-agent")]["subjects"][0]["namespace"] == "styrmin"
+    # The CRD and namespaces are cluster-scoped: that small ClusterRole stays in both modes.
+    cluster_rules = scoped[("ClusterRole", "styrmin-agent-cluster")]["rules"]
+    assert {rule["resources"][0] for rule in cluster_rules} == {"customresourcedefinitions", "namespaces"}
+
+
+def test_agent_only_mode_installs_just_an_agent() -> None:
+    objects, notes = render(AGENT_ONLY)
+    kinds = {kind for kind, _name in objects}
+    assert kinds == {"ServiceAccount", "Deployment", "ClusterRole", "ClusterRoleBinding"}
+    assert list(key for key in objects if key[0] == "Deployment") == [("Deployment", "styrmin-agent")]
+    env = _env(_container(objects[("Deployment", "styrmin-agent")]))
+    assert env["STYRMIN_AGENT_SERVER_URL"]["value"] == "https://styrmin.example.com"
+    assert "https://styrmin.example.com" in notes
+
+
+def test_agent_only_mode_without_a_server_url_says_what_to_set() -> None:
+    with pytest.raises(helm.HelmError, match=r"agent\.serverUrl"):
+        render({"mode": "agent"})
+
+
+def test_values_outside_the_schema_are_refused_naming_the_field() -> None:
+    with pytest.raises(helm.HelmError, match="mode"):
+        render({"mode": "everything"})
+
+
+def test_the_notes_say_how_to_log_in() -> None:
+    _objects, notes = render({})
+    assert "kubectl get secret styrmin-admin -n styrmin" in notes
+    assert "styrminctl login http://127.0.0.1:8080 --username admin" in notes
+    assert "kubectl port-forward svc/prefect-server 4200:4200 -n styrmin" in notes
