@@ -23,7 +23,7 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # never wrap: URLs, paths and commands stay whole
 log = logging.getLogger("styrmin.server")
 
 

@@ -52,3 +52,5 @@ def configure_logging(level: str, log_format: LogFormat = "text", stream: TextIO
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
+        logger.setLevel(logging.NOTSET)  # the root's level decides, whatever uvicorn's config set
+        logger.disabled = False

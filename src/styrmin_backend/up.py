@@ -124,7 +124,8 @@ def _say_what_stopping_waits_for(console: Console, factory: sessionmaker[Session
     if not named:
         if prefix.startswith("Stopping"):
             console.print(
-                "Stopping Styrmin: no task runs; stopping the agent, Prefect and the local cluster."
+                "Stopping Styrmin: no task runs; stopping the agent, Prefect and the local cluster.",
+                soft_wrap=True,
             )
         return False
     console.print(Text(f"{prefix} {len(named)} running task(s) to end: {', '.join(named)}."), soft_wrap=True)
@@ -167,4 +168,4 @@ def run_up(settings: Settings, console: Console) -> None:
             daemon=True,
         ).start()
     stopped.set()
-    console.print("Styrmin stopped.")
+    console.print("Styrmin stopped.", soft_wrap=True)

@@ -54,8 +54,8 @@ def _server_image(stack: StyrminStack, name: str) -> str:
 
 def test_restore_brings_the_data_and_the_version_back(styrmin_stack: StyrminStack) -> None:
     stack, name = styrmin_stack, "backup-demo"
-    stack.push_driver(EXAMPLE_DRIVER, version="9.2.0")
-    created = stack.create(name, driver="shop", driver_version="9.2.0", app_version="1.0.0")
+    stack.push_driver(EXAMPLE_DRIVER, version="19.2.0")
+    created = stack.create(name, driver="shop", driver_version="19.2.0", app_version="1.0.0")
     assert created.status == "succeeded", describe(created)
     _add_order(stack, name, "before the backup")
 
@@ -100,8 +100,8 @@ def test_a_backup_whose_files_are_gone_is_refused_before_anything_changes(
     styrmin_stack: StyrminStack,
 ) -> None:
     stack, name = styrmin_stack, "backup-gone"
-    stack.push_driver(EXAMPLE_DRIVER, version="9.2.0")
-    created = stack.create(name, driver="shop", driver_version="9.2.0", app_version="1.0.0")
+    stack.push_driver(EXAMPLE_DRIVER, version="19.2.0")
+    created = stack.create(name, driver="shop", driver_version="19.2.0", app_version="1.0.0")
     assert created.status == "succeeded", describe(created)
     taken = stack.client.backups.create(name)
     assert stack.wait(taken.task.id).status == "succeeded"
@@ -129,8 +129,8 @@ def test_a_deployment_whose_driver_has_no_backup_action_cannot_be_backed_up(
     from tests.actions.conftest import push_example
 
     stack, name = styrmin_stack, "backup-none"
-    push_example(stack, tmp_path, "9.3.0", actions=[])
-    created = stack.create(name, driver="shop", driver_version="9.3.0")
+    push_example(stack, tmp_path, "19.3.0", actions=[])
+    created = stack.create(name, driver="shop", driver_version="19.3.0")
     assert created.status == "succeeded", describe(created)
     with pytest.raises(styrmin.ConflictError) as refused:
         stack.client.backups.create(name)
@@ -162,11 +162,11 @@ def test_a_failed_upgrade_is_undone_by_restoring_the_backup_its_pre_hook_took(
     push_example(
         stack,
         tmp_path,
-        "9.4.0",
+        "19.4.0",
         actions_source=PRE_UPGRADE_ACTIONS,
         actions=[*example.values(), action("back_up_first", "upgrade", "pre", "back_up_first")],
     )
-    created = stack.create(name, driver="shop", driver_version="9.4.0", app_version="2.0.0")
+    created = stack.create(name, driver="shop", driver_version="19.4.0", app_version="2.0.0")
     assert created.status == "succeeded", describe(created)
     _add_order(stack, name, "kept through the failed upgrade")
 

@@ -92,7 +92,7 @@ def test_a_failing_action_fails_its_step_and_later_modes_do_not_run(
     assert task["status"] == "failed"
     assert step_names(task) == ["Run the upgrade pre-hook"]
     assert "Migration 0042 failed: table users is locked" in task["steps"][0]["error"]
-    assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["status"] == "failed"
+    assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["status"] == "upgrade-failed"
 
 
 def test_a_crashing_action_shows_its_first_error_log_line_redacted(

@@ -69,8 +69,14 @@ def test_each_change_gets_the_next_revision(stack: Stack) -> None:
 
 
 def test_upgrade_to_current_version_starts_no_task(stack: Stack) -> None:
+    from .test_agent_protocol import _agent
+    from .test_retry_and_status import _run
+
     headers = _writer(stack)
     stack.client.post("/api/v1/deployments", json=CREATE, headers=headers)
+    _run(
+        stack, _agent(stack), "1.0.0"
+    )  # "Nothing to do" once the deployment runs it and its create succeeded
     before = _counts(stack)
     response = stack.client.post(
         "/api/v1/deployments/shop/upgrade", json={"app_version": "1.0.0"}, headers=headers

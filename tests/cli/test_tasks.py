@@ -169,9 +169,10 @@ def test_tasks_wait_shows_steps_live_and_exits_0_when_the_task_succeeds(ctl: Ctl
     result = ctl("tasks", "wait", str(created["id"]), "--timeout", "60")
     worker.join()
     assert result.exit_code == 0, result.output
+    # The first state seen depends on how fast the CLI starts (pending, or already running).
     assert_in_order(
         result.stderr,
-        f"Task {created['id']} (create of {name}): pending",
+        f"Task {created['id']} (create of {name}): ",
         "running",
         "1. Render the chart: running",
         "1. Render the chart: succeeded in",

@@ -91,6 +91,18 @@ def test_a_failed_backup_leaves_the_deployment_running() -> None:
     assert state(facts((1, TaskType.CREATE, OK), (2, TaskType.BACKUP, FAILED))) is DeploymentStatus.RUNNING
 
 
+def test_a_restore_after_a_failed_upgrade_brings_the_deployment_back_to_running() -> None:
+    failed = facts((1, TaskType.CREATE, OK), (2, TaskType.UPGRADE, FAILED), (3, TaskType.RESTORE, OK))
+    assert state(failed) is DeploymentStatus.RUNNING
+    # A restore older than the failure does not hide it; a failed restore is a failure of its own.
+    later_failure = facts((1, TaskType.CREATE, OK), (2, TaskType.RESTORE, OK), (3, TaskType.UPGRADE, FAILED))
+    assert state(later_failure) is DeploymentStatus.UPGRADE_FAILED
+    restore_failed = facts(
+        (1, TaskType.CREATE, OK), (2, TaskType.UPGRADE, FAILED), (3, TaskType.RESTORE, FAILED)
+    )
+    assert state(restore_failed) is DeploymentStatus.FAILED
+
+
 def test_stopped_components_show_as_stopped() -> None:
     assert state(facts((1, TaskType.CREATE, OK), (2, TaskType.STOP, OK), stopped=("worker",))) is (
         DeploymentStatus.STOPPED

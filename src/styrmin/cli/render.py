@@ -378,6 +378,8 @@ def drivers_table(drivers: Sequence[Driver]) -> Table:
 
 
 def driver_detail(d: Driver) -> Group:
+    from styrmin.models import DriverReport  # at run time here only: the CLI starts without the models
+
     parts: list[RenderableType] = [
         _field("Driver", f"{d.name}@{d.version}"),
         _field("Description", d.description or "-"),

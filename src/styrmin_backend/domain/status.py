@@ -8,7 +8,9 @@ The rule (docs/api.md, "Deployment status"), first match wins:
 3. **upgrade-failed** when the latest upgrade failed, **failed** when the latest change of another kind
    that alters what runs failed (create, configuration, stop/start, restore, delete). When several
    kinds failed, the most recent failure decides. A failure stays until a later change of the same kind
-   succeeds (a retry, or the same request again). A failed backup alters nothing and shows no failure.
+   succeeds (a retry, or the same request again), or until a restore succeeds after it: a restore
+   brings back the version and data of its backup, so it is the way back from any failed change. A
+   failed backup alters nothing and shows no failure.
 4. **stopped** when one or more components are stopped.
 5. **running** otherwise.
 
@@ -104,10 +106,13 @@ def deployment_status(facts: StatusFacts) -> Status:
             f"Task #{change.task_id} ({change.type.value}) is {doing}.",
             change.task_id,
         )
+    restore = facts.latest.get(TaskType.RESTORE)
+    restored_after = restore.task_id if restore is not None and restore.status is TaskStatus.SUCCEEDED else 0
     failures = [
         (c, state)
         for c in latest
         if c.status is TaskStatus.FAILED
+        and c.task_id > restored_after
         and (state := _FAILED.get(c.type, DeploymentStatus.FAILED)) is not None
     ]
     if failures:
