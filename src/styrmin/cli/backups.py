@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group, RenderableType
@@ -13,7 +13,9 @@ from styrmin.cli._common import OutputOption, WaitOption, WaitTimeoutOption, han
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.progress import finish_change
 from styrmin.cli.render import _field, _table, age, clean, status, when
-from styrmin.models import Backup, Change
+
+if TYPE_CHECKING:  # the models load only when a command runs, so --help starts fast
+    from styrmin.models import Backup
 
 app = typer.Typer(help="Backups of deployments: take one, list them, show one.", no_args_is_help=True)
 
@@ -80,6 +82,8 @@ def create(
     output: OutputOption = OutputFormat.TEXT,
 ) -> None:
     """Back up a deployment through its driver's backup hook (refused when the driver has none)."""
+    from styrmin.models import Change
+
     with state().client() as client:
         taken = client.backups.create(deployment)
         if not wait and is_machine(output):
