@@ -182,6 +182,10 @@ def test_prefect_killed_mid_run_fails_the_task_naming_it_and_the_agent_recovers(
             break
         assert time.monotonic() < deadline, "the Prefect server was not started again"
         time.sleep(0.5)
+    # The change is requested once the new Prefect server answers (it may take a while to start).
+    while not _answers(stack):
+        assert time.monotonic() < deadline, "the restarted Prefect server does not answer"
+        time.sleep(0.5)
     stack.push("14.2.0", [action("pre", "setup", "pre", "announce")])
     again = _request(stack, "POST", "/api/v1/deployments", **_body(deployment_name + "b", "14.2.0", "local"))
     task = stack.wait(again, timeout=600)
@@ -193,6 +197,14 @@ def test_prefect_killed_mid_run_fails_the_task_naming_it_and_the_agent_recovers(
         assert time.monotonic() < deadline, "the stopped flow run still shows Running"
         time.sleep(1)
     assert state in ("CRASHED", "CANCELLED"), state
+
+
+def _answers(stack: Stack) -> bool:
+    """Whether the stack's Prefect server answers its health check."""
+    try:
+        return httpx.get(f"{stack.prefect_api_url}/health", timeout=60).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def _flow_run_state(stack: Stack, flow_run_id: str) -> str:

@@ -31,17 +31,20 @@ def prefect_unreachable_error(api_url: str, cause: str) -> str:
     )
 
 
-async def prefect_down_reason(api_url: str, timeout: float = HEALTH_TIMEOUT_SECONDS) -> str | None:
+async def prefect_down_reason(
+    api_url: str, timeout: float = HEALTH_TIMEOUT_SECONDS, *, slow_is_down: bool = False
+) -> str | None:
     """Why the Prefect server at ``api_url`` cannot be used now; None when it answers.
 
     A server that takes the connection but is slow to answer is busy, not away: on a loaded machine
-    its health check can take seconds, and stopping actions then would do harm.
+    its health check can take seconds, and stopping actions then would do harm. After an outage
+    (``slow_is_down``) only a real answer counts as back: a server still starting is slow too.
     """
     try:
         async with httpx.AsyncClient(timeout=timeout) as client:
             response = await client.get(f"{api_url.rstrip('/')}/health")
-    except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
-        return None
+    except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as error:
+        return f"its health check did not answer in time ({type(error).__name__})" if slow_is_down else None
     except httpx.HTTPError as error:
         message = str(error).strip()
         return f"{type(error).__name__}: {message}" if message else type(error).__name__
@@ -90,7 +93,7 @@ class PrefectWatch:
 
         It counts as away (``reason``, ``away``) once it has not answered for ``outage_seconds``.
         """
-        reason = await prefect_down_reason(self.api_url)
+        reason = await prefect_down_reason(self.api_url, slow_is_down=self.reason is not None)
         now = time.monotonic()
         if reason is None:
             if self.reason is not None:
