@@ -25,6 +25,7 @@ from styrmin_backend.agent.loop import Agent
 from styrmin_backend.agent.prefect import LocalPrefectServer, PrefectServerError
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.api import create_app
+from styrmin_backend.api.serving import server_config
 from styrmin_backend.bootstrap import Prepared, prepare_database
 from styrmin_backend.data_dir import make_data_dir_private
 from styrmin_backend.services import agents
@@ -72,11 +73,9 @@ class _Serving:
         self.url = settings.effective_public_url
         self._app = app
         self._server = uvicorn.Server(
-            uvicorn.Config(
+            server_config(
                 app,
-                host=settings.host,
-                port=settings.port,
-                log_level=settings.log_level.lower(),
+                settings,
                 access_log=False,  # the agent polls all the time: access lines would drown the rest
             )
         )

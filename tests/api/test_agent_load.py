@@ -21,6 +21,7 @@ import uvicorn
 from sqlalchemy import Engine
 
 from styrmin_backend.api import create_app
+from styrmin_backend.api.serving import server_config
 
 from .conftest import Stack
 
@@ -37,9 +38,8 @@ def server_url(stack: Stack, engine: Engine, tmp_path: Path) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(stack.settings, engine), port=port, log_level="warning", access_log=False)
-    )
+    settings = stack.settings.model_copy(update={"host": "127.0.0.1", "port": port, "log_level": "WARNING"})
+    server = uvicorn.Server(server_config(create_app(settings, engine), settings, access_log=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:

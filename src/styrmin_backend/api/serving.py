@@ -10,6 +10,22 @@ from fastapi import FastAPI
 
 from styrmin_backend.settings import Settings
 
+KEEP_ALIVE_SECONDS = 65
+"""How long an idle connection stays open: longer than clients keep theirs (httpx: 5 s, load balancers:
+60 s), so a client never sends a request on a connection the server is closing at that moment."""
+
+
+def server_config(app: FastAPI, settings: Settings, **options: object) -> uvicorn.Config:
+    """uvicorn's configuration for serving ``app``: Styrmin's host, port, log level and keep-alive."""
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        **options,  # type: ignore[arg-type]
+    )
+
 
 class _Server(uvicorn.Server):
     """uvicorn's server, telling the app as soon as it is asked to stop."""
@@ -26,11 +42,9 @@ class _Server(uvicorn.Server):
 
 def serve_until_stopped(app: FastAPI, settings: Settings) -> None:
     """Serve ``app`` until a signal: stop accepting, let requests in flight end (up to the grace), exit."""
-    config = uvicorn.Config(
+    config = server_config(
         app,
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
+        settings,
         log_config=None,  # keep the log format configure_logging set
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),  # 0: cancel at once
         proxy_headers=True,
