@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
 from sqlalchemy import Engine
@@ -22,13 +24,21 @@ from styrmin_backend.api.routes import (
 )
 from styrmin_backend.metrics import RequestMetrics, server_registry
 from styrmin_backend.settings import Settings
+from styrmin_backend.store.claim_wakeups import ClaimWakeups
 from styrmin_backend.store.db import make_session_factory
 from styrmin_backend.web import install_web
 
 
 def create_app(settings: Settings, engine: Engine) -> FastAPI:
     """The server's app on a migrated database ``engine``."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        app.state.claim_wakeups.close()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="Styrmin",
         version="0.1.0",
         description="Deploy and upgrade applications on Kubernetes.",
@@ -42,6 +52,8 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.metrics = server_registry(engine)
     # Set when the server is asked to stop: /readyz fails and agents' long polls answer at once.
     app.state.stopping = threading.Event()
+    # The agents' waiting claims of this process, woken by PostgreSQL's NOTIFY of a new task.
+    app.state.claim_wakeups = ClaimWakeups(engine)
     install_error_handlers(app)
 
     api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)
@@ -52,3 +64,9 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     install_web(app)
     app.add_middleware(RequestMetrics)
     return app
+
+
+def announce_stop(app: FastAPI) -> None:
+    """The server is stopping: readiness fails from now on, and the agents' waiting claims answer at once."""
+    app.state.stopping.set()
+    app.state.claim_wakeups.wake_all()
