@@ -128,11 +128,9 @@ class ClaimWakeups:
         self._wake(_ALL)
 
     def close(self) -> None:
-        """Stop listening and wake every waiting claim."""
+        """Stop listening (within a second, without holding up the caller) and wake every waiting claim."""
         self._closed.set()
         self.wake_all()
-        if self._thread is not None:
-            self._thread.join(5)
 
     def _wake(self, cluster: str) -> None:
         with self._lock:
