@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -183,3 +184,18 @@ def test_db_upgrade_migrates_an_empty_database(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert re.search(r"schema is current", result.stderr + result.stdout)
     assert (tmp_path / "styrmin.db").exists()
+
+
+def test_up_logs_one_json_object_a_line_when_asked_as_the_server_does(tmp_path: Path) -> None:
+    env = {
+        "STYRMIN_DATA_DIR": str(tmp_path / "data"),
+        "STYRMIN_LOG_FORMAT": "json",
+        "STYRMIN_LOG_LEVEL": "INFO",
+    }
+    with running("up", env, tmp_path / "up.log") as up:
+        httpx.get(f"{up.url}/healthz")
+    entries = [json.loads(line) for line in _lines(up.output) if line.startswith("{")]
+    # The web server's own lines (uvicorn's) come through the same JSON log, not a format of their own.
+    assert any(entry["logger"].startswith("uvicorn") for entry in entries), up.output
+    assert all({"time", "level", "logger", "message"} <= entry.keys() for entry in entries)
+    assert not [line for line in _lines(up.output) if re.match(r"(INFO|WARNING|ERROR):\s", line)], up.output

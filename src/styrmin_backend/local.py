@@ -24,6 +24,7 @@ from pydantic import SecretStr
 from styrmin_backend.agent.loop import Agent
 from styrmin_backend.agent.prefect import LocalPrefectServer, PrefectServerError
 from styrmin_backend.agent.settings import AgentSettings
+from styrmin_backend.api.app import announce_stop
 from styrmin_backend.api.serving import server_config
 from styrmin_backend.bootstrap import Prepared, prepare_database
 from styrmin_backend.data_dir import make_data_dir_private
@@ -77,6 +78,7 @@ class _Serving:
                 app,
                 settings,
                 access_log=False,  # the agent polls all the time: access lines would drown the rest
+                log_config=None,  # keep the log format the process set (configure_logging)
             )
         )
         self.agent = Agent(agent_settings)
@@ -106,7 +108,7 @@ class _Serving:
 
     def stop(self) -> None:
         """Stop the agent once its running tasks have ended, then the server."""
-        self._app.state.stopping.set()  # the agent's claim (a long poll) answers at once
+        announce_stop(self._app)  # the agent's claim (a long poll) answers at once
         if self._agent_thread.is_alive():
             self._agent_loop.call_soon_threadsafe(self._stop.set)
             self._agent_thread.join(60)

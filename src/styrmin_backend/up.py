@@ -22,6 +22,7 @@ from styrmin_backend.data_dir import restrict_new_files
 from styrmin_backend.domain.tasks import TaskStatus
 from styrmin_backend.drivers import DriverError, read_driver, validate_driver
 from styrmin_backend.local import LocalStyrmin, run_locally
+from styrmin_backend.logs import configure_logging
 from styrmin_backend.services import drivers, tasks
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory, transaction
@@ -143,7 +144,7 @@ def _report_while_stopping(
 def run_up(settings: Settings, console: Console) -> None:
     """Start everything, print how to reach it, and run until interrupted."""
     restrict_new_files()
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_format)  # as `styrmin server` logs
     logging.getLogger("httpx").setLevel(logging.WARNING)
     stop = _stop_on_signals()
     catalogs = [p / "catalog" for p in EXAMPLES.glob("*") if (p / "catalog").is_dir()]

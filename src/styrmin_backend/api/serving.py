@@ -8,6 +8,7 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
+from styrmin_backend.api.app import announce_stop
 from styrmin_backend.settings import Settings
 
 KEEP_ALIVE_SECONDS = 65
@@ -36,7 +37,7 @@ class _Server(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Readiness fails and agents' long polls answer now, so no request holds the stop up.
-        self._app.state.stopping.set()
+        announce_stop(self._app)
         super().handle_exit(sig, frame)
 
 

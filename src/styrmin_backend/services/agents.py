@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Exists, exists, or_, select, update
+from sqlalchemy.orm import Session, aliased
 
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
@@ -141,7 +142,8 @@ def claim_next_task(
     """Claim the next pending task of the agent's cluster, start it, and mint its actions token.
 
     Tasks started by an action come first, oldest first, then the other tasks, oldest first: the
-    task that started one is running and waits for it, so it must never wait behind new work. An
+    task that started one is running and waits for it, so it must never wait behind new work. The
+    changes of one deployment run one at a time, in the order they were requested. An
     agent whose slots are all taken asks with ``started_by_actions_only`` and runs them beside its
     slots (see docs/agent.md).
     """
@@ -149,20 +151,36 @@ def claim_next_task(
     # takes the one write lock, and a write per poll starved lease renewals and step writes.
     fail_expired_leases(session, agent.cluster)
     _record_seen(session, agent)
-    pending = select(TaskRow.id).where(
-        TaskRow.cluster == agent.cluster, TaskRow.status == TaskStatus.PENDING.value
+    pending = select(TaskRow.id, TaskRow.deployment_id, TaskRow.parent_task_id).where(
+        TaskRow.cluster == agent.cluster,
+        TaskRow.status == TaskStatus.PENDING.value,
+        or_(TaskRow.parent_task_id.is_not(None), ~_change_running(TaskRow.deployment_id)),
     )
     if started_by_actions_only:
         pending = pending.where(TaskRow.parent_task_id.is_not(None))
-    candidates = session.scalars(
+    candidates = session.execute(
         pending.order_by(TaskRow.parent_task_id.is_(None), TaskRow.id).limit(20)
     ).all()
-    for task_id in candidates:
+    for task_id, deployment_id, parent_task_id in candidates:
+        claimable = [TaskRow.id == task_id, TaskRow.status == TaskStatus.PENDING.value]
+        if parent_task_id is None:
+            # One change of a deployment runs at a time (Helm allows one operation on a release).
+            # On PostgreSQL, two claims of one deployment's changes take turns on its row, so the
+            # second sees the first's task running; a claim never waits for it (no deadlock).
+            # SQLite runs one write at a time: the UPDATE below is the check.
+            if deployment_id is not None and (
+                session.scalar(
+                    select(DeploymentRow.id)
+                    .where(DeploymentRow.id == deployment_id)
+                    .with_for_update(skip_locked=True)
+                )
+                is None
+            ):
+                continue
+            claimable.append(~_change_running(deployment_id))
         # A conditional update claims it: of two agents racing, exactly one changes the row.
         claimed = session.execute(
-            update(TaskRow)
-            .where(TaskRow.id == task_id, TaskRow.status == TaskStatus.PENDING.value)
-            .values(claimed_by=agent.id, lease_expires_at=utcnow() + lease)
+            update(TaskRow).where(*claimable).values(claimed_by=agent.id, lease_expires_at=utcnow() + lease)
         )
         if claimed.rowcount != 1:  # type: ignore[attr-defined]
             continue
@@ -177,6 +195,16 @@ def claim_next_task(
         change = session.get(ChangeRow, task.change_id) if task.change_id else None
         return Claim(task=task, change=change, deployment=deployment, actions_token=issued.token)
     return None
+
+
+def _change_running(deployment_id: Any) -> Exists:
+    """Whether a change of ``deployment_id`` (a task no action started) is running now."""
+    other = aliased(TaskRow)
+    return exists().where(
+        other.deployment_id == deployment_id,
+        other.status == TaskStatus.RUNNING.value,
+        other.parent_task_id.is_(None),
+    )
 
 
 _SEEN_EVERY = timedelta(seconds=10)

@@ -6,7 +6,6 @@ output on the steps of their own task, with the styrmin-actions token of that re
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Annotated
 
@@ -34,6 +33,7 @@ from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import observe_claim, observe_step
 from styrmin_backend.services import agents, changes, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
+from styrmin_backend.store.claim_wakeups import ClaimWakeups
 from styrmin_backend.store.db import transaction
 
 router = APIRouter(prefix="/agent", tags=["agent"])
@@ -75,20 +75,20 @@ def _writable_step(request: Request, db: Db, step_id: int) -> int:
     return step_id
 
 
-_CLAIM_POLL_SECONDS = 0.05
-
-
 @router.post("/claim", response_model=ClaimOut, responses={204: {"description": "Nothing to do now."}})
 async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> ClaimOut | Response:
     """Claim the oldest pending task of the agent's cluster, with a lease to renew.
 
     With ``wait_seconds``, the answer waits up to that long for a task to arrive (a long poll), so
-    a new change starts at once without the agent asking many times a second.
+    a new change starts at once without the agent asking many times a second. On PostgreSQL the
+    wait ends when the database announces a new task of the cluster (LISTEN/NOTIFY); on SQLite it
+    looks again every few milliseconds.
     """
     factory = request.app.state.session_factory
+    wakeups: ClaimWakeups = request.app.state.claim_wakeups
     key = bearer_token(request) or ""
 
-    def attempt() -> ClaimOut | None:
+    def attempt() -> tuple[ClaimOut | None, str]:
         with transaction(factory) as db:
             if not key.startswith(agents.AGENT_KEY_PREFIX):
                 raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
@@ -101,7 +101,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                 started_by_actions_only=body.started_by_actions_only,
             )
             if claimed is None:
-                return None
+                return None, agent.cluster
             observe_claim(claimed.task.created_at, claimed.task.started_at)
             return ClaimOut(
                 task=TaskSummary.of(claimed.task),
@@ -114,17 +114,18 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                 deployment=DeploymentOut.of(claimed.deployment, with_secrets=True),
                 actions_token=claimed.actions_token,
                 styrmin_url=settings.effective_public_url,
-            )
+            ), agent.cluster
 
     deadline = time.monotonic() + body.wait_seconds
     stopping = request.app.state.stopping
     while not stopping.is_set():
-        found = await run_in_threadpool(attempt)
+        mark = wakeups.mark()
+        found, cluster = await run_in_threadpool(attempt)
         if found is not None:
             return found
         if stopping.is_set() or time.monotonic() >= deadline or await request.is_disconnected():
             return Response(status_code=204)
-        await asyncio.sleep(_CLAIM_POLL_SECONDS)
+        await wakeups.wait(cluster, mark, deadline - time.monotonic())
     return Response(status_code=204)
 
 
