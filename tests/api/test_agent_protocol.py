@@ -367,3 +367,20 @@ def test_two_agents_racing_for_one_deployments_changes_start_only_one(stack: Sta
             pool.map(lambda agent: stack.client.post("/api/v1/agent/claim", json={}, headers=agent), agents)
         )
     assert sorted(answer.status_code for answer in answers) == [200, 204, 204, 204]
+
+
+def test_a_change_the_actions_of_a_running_change_request_runs_beside_it(stack: Stack) -> None:
+    create = _deploy(stack)
+    agent = _agent(stack)
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    assert claim["task"]["id"] == create
+    # Not linked to a hook step (a plain SDK call in an action), yet its change waits for it.
+    start = stack.client.post(
+        "/api/v1/deployments/shop/start",
+        json={"components": ["task-worker"]},
+        headers=stack.headers(claim["actions_token"]),
+    )
+    assert start.status_code == 202, start.text
+    beside = stack.client.post("/api/v1/agent/claim", json={}, headers=agent)
+    assert beside.status_code == 200, beside.text
+    assert beside.json()["task"]["id"] == start.json()["task"]["id"]
