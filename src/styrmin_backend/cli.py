@@ -8,11 +8,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from styrmin_backend.api import create_app
 from styrmin_backend.api.serving import serve_until_stopped
 from styrmin_backend.bootstrap import Prepared, prepare_database
 from styrmin_backend.data_dir import restrict_new_files
 from styrmin_backend.logs import configure_logging
+from styrmin_backend.server_app import create_app
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.migrate import migration_lock, upgrade_database

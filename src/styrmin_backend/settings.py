@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -81,9 +80,3 @@ class Settings(BaseSettings):
     def effective_public_url(self) -> str:
         """The URL the server is reached at."""
         return self.public_url or f"http://{self.host}:{self.port}"
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    """The process's settings, read once from the environment."""
-    return Settings()

@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from sqlalchemy import Engine
 
-from styrmin_backend.api import create_app
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.drivers import DriverReport, read_driver
+from styrmin_backend.server_app import create_app
 from styrmin_backend.services import auth, drivers, users
 from styrmin_backend.services.users import ensure_admin
 from styrmin_backend.settings import Settings

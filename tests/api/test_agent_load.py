@@ -20,8 +20,8 @@ import pytest
 import uvicorn
 from sqlalchemy import Engine
 
-from styrmin_backend.api import create_app
 from styrmin_backend.api.serving import server_config
+from styrmin_backend.server_app import create_app
 
 from .conftest import Stack
 

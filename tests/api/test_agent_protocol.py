@@ -384,3 +384,57 @@ def test_a_change_the_actions_of_a_running_change_request_runs_beside_it(stack: 
     beside = stack.client.post("/api/v1/agent/claim", json={}, headers=agent)
     assert beside.status_code == 200, beside.text
     assert beside.json()["task"]["id"] == start.json()["task"]["id"]
+
+
+def test_the_openapi_document_shows_each_kind_of_claimed_change_and_the_task_result(stack: Stack) -> None:
+    document = stack.client.get("/api/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    change = schemas["ClaimOut"]["properties"]["change"]
+    members = {ref.rsplit("/", 1)[-1] for ref in change["discriminator"]["mapping"].values()}
+    assert members == {
+        "CreateChange",
+        "UpgradeChange",
+        "ConfigureChange",
+        "StopChange",
+        "StartChange",
+        "DeleteChange",
+        "BackupChange",
+        "RestoreChange",
+    }
+    assert change["discriminator"]["propertyName"] == "type"
+    assert "Target" in schemas and "ComponentStatus" in schemas
+    end = document["paths"]["/api/v1/agent/tasks/{task_id}/end"]["post"]["requestBody"]
+    body_ref = end["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    assert "TaskResult" in str(schemas[body_ref]["properties"]["result"])
+
+
+def test_a_claimed_upgrade_carries_the_versions_the_server_resolved(stack: Stack) -> None:
+    create_id = _deploy(stack)
+    agent = _agent(stack)
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    assert claim["change"]["type"] == "create"
+    assert claim["change"]["target"]["app_version"] == claim["deployment"]["app_version"]
+    assert claim["change"]["target"]["current_app_version"] is None
+    applied = {"applied": {"app_version": claim["deployment"]["app_version"], "driver_version": "1.0.0"}}
+    ended = stack.client.post(f"/api/v1/agent/tasks/{create_id}/end", json={"result": applied}, headers=agent)
+    assert ended.status_code == 200, ended.text
+    admin = stack.headers(stack.token_for("admin"))
+    upgrade = stack.client.post(
+        "/api/v1/deployments/shop/upgrade", json={"app_version": "9.9.9"}, headers=admin
+    )
+    assert upgrade.status_code in (200, 202), upgrade.text
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    assert claim["change"]["type"] == "upgrade"
+    assert claim["change"]["target"]["app_version"] == "9.9.9"
+    assert claim["change"]["target"]["driver_version"] == "1.0.0"
+    assert claim["change"]["target"]["current_app_version"] == applied["applied"]["app_version"]
+
+
+def test_an_unknown_part_of_a_task_result_is_refused_naming_it(stack: Stack) -> None:
+    task_id = _deploy(stack)
+    agent = _agent(stack)
+    stack.client.post("/api/v1/agent/claim", json={}, headers=agent)
+    ended = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/end", json={"result": {"aplied": {}}}, headers=agent
+    )
+    assert ended.status_code == 422 and "aplied" in ended.text

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from styrmin_backend.api.deps import CSRF_HEADER, SESSION_COOKIE, csrf_token_for
+from styrmin_backend.browser_session import CSRF_HEADER, SESSION_COOKIE, csrf_token_for
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.services import auth

@@ -6,8 +6,8 @@ import time
 
 from fastapi.testclient import TestClient
 
-from styrmin_backend.api import create_app
 from styrmin_backend.domain.login_throttle import FREE_FAILURES_PER_ADDRESS, FREE_FAILURES_PER_USER, MAX_BLOCK
+from styrmin_backend.server_app import create_app
 
 from .conftest import ADMIN_PASSWORD, Stack
 

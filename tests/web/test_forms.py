@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import SECRET_SET
 from styrmin_backend.domain.users import ACTIONS_USERNAME
+from styrmin_backend.protocol import ComponentStatus
 from styrmin_backend.services import agents, auth, changes, tasks
 from styrmin_backend.services.changes import Configuration
 from tests.api.conftest import ADMIN_PASSWORD, USER_PASSWORD, Stack
@@ -343,14 +345,21 @@ def test_components_show_the_images_the_cluster_still_runs_during_an_upgrade(web
         _, key = agents.create_agent(session, "local", "local")
     with web.session() as session:
         agent = agents.authenticate_agent(session, key)
-        old = {"replicas": 1, "ready_replicas": 1}
+        old: dict[str, Any] = {"kind": "Deployment", "replicas": 1, "ready_replicas": 1}
         agents.report_components(
             session,
             agent,
             "rolling",
             [
-                {"name": "server", **old, "images": ["example.com/shop/server:1.0.0"]},
-                {"name": "task-worker", **old, "images": ["example.com/shop/task-worker:1.1.0"]},
+                ComponentStatus(
+                    name="server", workload="rolling-server", **old, images=["example.com/shop/server:1.0.0"]
+                ),
+                ComponentStatus(
+                    name="task-worker",
+                    workload="rolling-task-worker",
+                    **old,
+                    images=["example.com/shop/task-worker:1.1.0"],
+                ),
             ],
         )
     login_client(web.client, "admin", ADMIN_PASSWORD)

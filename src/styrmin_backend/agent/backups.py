@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import styrmin
 from styrmin_backend.domain.backups import (
@@ -26,6 +25,13 @@ from styrmin_backend.domain.backups import (
     restore_version_step,
 )
 from styrmin_backend.domain.hooks import MODE_ORDER, Hook
+from styrmin_backend.protocol import (
+    AppliedVersions,
+    BackupChange,
+    BackupFileRecord,
+    BackupRecord,
+    RestoreChange,
+)
 
 if TYPE_CHECKING:
     from styrmin_backend.agent.reconciliation import Reconciliation
@@ -88,12 +94,8 @@ class BackupFolder:
         return sorted(found, key=lambda f: f.name)
 
 
-def _files_json(files: list[BackupFile]) -> list[dict[str, Any]]:
-    return [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files]
-
-
-def _backup_context(change: dict[str, Any], folder: Path) -> dict[str, Any]:
-    return {"backup_id": int(change["backup_id"]), "backup_folder": str(folder)}
+def _backup_context(change: BackupChange | RestoreChange, folder: Path) -> dict[str, object]:
+    return {"backup_id": change.backup_id, "backup_folder": str(folder)}
 
 
 async def run_backup(reconciliation: Reconciliation, storage: BackupFolder) -> None:
@@ -101,7 +103,8 @@ async def run_backup(reconciliation: Reconciliation, storage: BackupFolder) -> N
     from styrmin_backend.agent.reconciliation import StepFailed
 
     change = reconciliation.claim.change
-    key = str(change["key"])
+    assert isinstance(change, BackupChange)
+    key = change.key
     folder = await asyncio.to_thread(storage.prepare, key)
     reconciliation.extra_context = _backup_context(change, folder)
     for mode in MODE_ORDER:
@@ -116,7 +119,10 @@ async def run_backup(reconciliation: Reconciliation, storage: BackupFolder) -> N
                 f"The backup hook's actions wrote no file into {folder}: there is nothing to restore. "
                 "The driver's backup action must write the backup's files there."
             )
-        reconciliation._result["backup"] = {"location": storage.describe(), "files": _files_json(files)}
+        reconciliation._result.backup = BackupRecord(
+            location=storage.describe(),
+            files=[BackupFileRecord(name=f.name, size=f.size, sha256=f.sha256) for f in files],
+        )
 
 
 async def run_restore(reconciliation: Reconciliation, storage: BackupFolder) -> None:
@@ -124,31 +130,26 @@ async def run_restore(reconciliation: Reconciliation, storage: BackupFolder) -> 
     from styrmin_backend.agent.reconciliation import StepFailed
 
     change = reconciliation.claim.change
-    key = str(change["key"])
-    app_version, driver_version = str(change["app_version"]), str(change["driver_version"])
-    recorded = [BackupFile(str(f["name"]), int(f["size"]), str(f["sha256"])) for f in change["files"]]
+    assert isinstance(change, RestoreChange)
+    key = change.key
+    # The server resolved the restore's target to the backup's versions.
+    app_version, driver_version = change.target.app_version, change.target.driver_version
+    recorded = [BackupFile(f.name, f.size, f.sha256) for f in change.files]
     async with reconciliation._step(CHECK_FILES_STEP):
         found = await asyncio.to_thread(storage.files, key)
         problems = missing_files(recorded, found)
         if problems:
             raise StepFailed(
-                f"Backup {change['backup_id']} cannot be restored: in {storage.folder(key)}, "
+                f"Backup {change.backup_id} cannot be restored: in {storage.folder(key)}, "
                 f"{'; '.join(problems)}. Nothing was changed; choose another backup."
             )
-    running = (change.get("from_app_version"), change.get("from_driver_version"))
-    if running != (app_version, driver_version):
+    if (change.from_app_version, change.from_driver_version) != (app_version, driver_version):
         async with reconciliation._step(restore_version_step(app_version)) as step_id:
             await _upgrade_linked(reconciliation, step_id, app_version, driver_version)
-    reconciliation.target = replace(
-        reconciliation.target,
-        driver_version=driver_version,
-        app_version=app_version,
-        current_app_version=app_version,
-    )
     reconciliation.extra_context = _backup_context(change, storage.folder(key))
     for mode in MODE_ORDER:
         await reconciliation._run_hook_mode(Hook.RESTORE, mode)
-    reconciliation._result["applied"] = {"app_version": app_version, "driver_version": driver_version}
+    reconciliation._result.applied = AppliedVersions(app_version=app_version, driver_version=driver_version)
 
 
 async def _upgrade_linked(

@@ -17,12 +17,13 @@ from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch
 from styrmin_backend.agent.reconciliation import AgentParts, Reconciliation
-from styrmin_backend.agent.server_api import ClaimedTask, ServerApi, ServerError, describe_error
+from styrmin_backend.agent.server_api import ServerApi, ServerError, describe_error
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.cluster import ClusterAccess, HelmReleases
 from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import AGENT_CLAIM_SECONDS, RUNNER_POOL_SIZE, TASKS_RUNNING
+from styrmin_backend.protocol import Claim
 
 log = logging.getLogger("styrmin.agent")
 
@@ -75,16 +76,16 @@ class Agent:
     def __init__(self, settings: AgentSettings) -> None:
         self.settings = settings
         self._running: dict[int, asyncio.Task[None]] = {}
-        self._claims: dict[int, ClaimedTask] = {}
+        self._claims: dict[int, Claim] = {}
         self._slot_freed = asyncio.Event()
-        self._known: dict[str, ClaimedTask] = {}
+        self._known: dict[str, Claim] = {}
         """The latest task of each deployment this agent ran, to report its components between tasks."""
         self.warm = threading.Event()
         """Set once the agent serves and its action processes are all started (from any thread)."""
 
     def _slots_taken(self) -> int:
         """Running tasks that hold a slot: all but those that actions started."""
-        return sum(1 for claim in self._claims.values() if claim.task.get("parent_task_id") is None)
+        return sum(1 for claim in self._claims.values() if claim.task.parent_task_id is None)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and run tasks until ``stop`` is set; then let the running ones end."""
@@ -193,20 +194,20 @@ class Agent:
             return
         self._claims[claimed.task_id] = claimed
         self._running[claimed.task_id] = asyncio.create_task(
-            self._reconcile(parts, claimed), name=str(claimed.deployment["name"])
+            self._reconcile(parts, claimed), name=claimed.deployment.name
         )
 
     async def _warm_up(self, runner: ActionRunner) -> None:
         await runner.wait_until_ready()
         self.warm.set()
 
-    async def _reconcile(self, parts: AgentParts, claimed: ClaimedTask) -> None:
+    async def _reconcile(self, parts: AgentParts, claimed: Claim) -> None:
         renewing = asyncio.create_task(self._renew(parts.api, claimed.task_id))
         TASKS_RUNNING.inc()
         try:
-            log.info("Task %s: %s of %s", claimed.task_id, claimed.change_type, claimed.deployment["name"])
+            log.info("Task %s: %s of %s", claimed.task_id, claimed.change_type, claimed.deployment.name)
             await Reconciliation(parts, claimed).run()
-            name = str(claimed.deployment["name"])
+            name = claimed.deployment.name
             if claimed.change_type is TaskType.DELETE:
                 self._known.pop(name, None)
             else:

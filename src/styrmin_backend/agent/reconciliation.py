@@ -24,13 +24,23 @@ from styrmin_backend.agent.backups import BackupFolder, run_backup, run_restore
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionOutcome, ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch, prefect_unreachable_error
-from styrmin_backend.agent.server_api import ClaimedTask, ServerApi, describe_error
+from styrmin_backend.agent.server_api import ServerApi, describe_error
 from styrmin_backend.cluster import ClusterAccess, ClusterError, HelmReleases, ReplicasChanged
 from styrmin_backend.domain import steps
+from styrmin_backend.domain.deployments import later_revision_wins
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec, prepare_install_chart
+from styrmin_backend.protocol import (
+    AppliedVersions,
+    Claim,
+    ComponentStatus,
+    StartChange,
+    StopChange,
+    TaskResult,
+    UpgradeChange,
+)
 
 log = logging.getLogger("styrmin.agent")
 CHART_TIMEOUT_SECONDS = 600
@@ -57,7 +67,7 @@ class AgentParts:
 
 @dataclass(frozen=True)
 class Target:
-    """What this change moves the deployment to."""
+    """What this change moves the deployment to (the server resolved it), its configuration parsed."""
 
     driver_version: str
     app_version: str
@@ -69,43 +79,23 @@ class Target:
 class Reconciliation:
     """Carries out one claimed task and ends it, however it ends."""
 
-    def __init__(self, parts: AgentParts, claim: ClaimedTask) -> None:
+    def __init__(self, parts: AgentParts, claim: Claim) -> None:
         self.parts = parts
         self.claim = claim
         self.deployment = claim.deployment
-        self.name: str = claim.deployment["name"]
-        self.namespace: str = claim.deployment["namespace"]
-        self.target = self._target()
-        self._result: dict[str, Any] = {}
+        self.name: str = claim.deployment.name
+        self.namespace: str = claim.deployment.namespace
+        resolved = claim.change.target
+        self.target = Target(
+            driver_version=resolved.driver_version,
+            app_version=resolved.app_version,
+            current_app_version=resolved.current_app_version,
+            configuration=DeploymentConfiguration.model_validate(resolved.configuration),
+            stopped_components=list(resolved.stopped_components),
+        )
+        self._result = TaskResult()
         self.extra_context: dict[str, Any] = {}
         """More fields of the actions' GlobalContext (a backup's id and folder)."""
-
-    def _target(self) -> Target:
-        change, deployment = self.claim.change, self.deployment
-        configuration = DeploymentConfiguration.model_validate(
-            change.get("configuration") or deployment["configuration"]
-        )
-        match self.claim.change_type:
-            case TaskType.CREATE:
-                return Target(change["driver_version"], change["app_version"], None, configuration, [])
-            case TaskType.UPGRADE:
-                return Target(
-                    change["to_driver_version"],
-                    change["to_app_version"],
-                    change.get("from_app_version"),
-                    configuration,
-                    list(deployment["stopped_components"]),
-                )
-            case _:
-                running_app = deployment.get("running_app_version") or deployment["app_version"]
-                running_driver = deployment.get("running_driver_version") or deployment["driver_version"]
-                return Target(
-                    running_driver,
-                    running_app,
-                    running_app,
-                    configuration,
-                    list(deployment["stopped_components"]),
-                )
 
     async def run(self) -> None:
         """Run the workflow and end the task: succeeded, or failed with the failing step's error."""
@@ -120,9 +110,9 @@ class Reconciliation:
                 f"Styrmin's agent hit an unexpected error: {describe_error(unexpected)}",
                 [self.claim.actions_token],
             )
-        if self.claim.change_type is not TaskType.DELETE:
+        if self.claim.change.type is not TaskType.DELETE:
             await self.report_components()
-        await self.parts.api.end_task(self.claim.task_id, error, self._result or None)
+        await self.parts.api.end_task(self.claim.task_id, error, self._result)
 
     async def report_components(self) -> None:
         """Tell the server what the component workloads look like now (best effort: never fails the task)."""
@@ -143,30 +133,31 @@ class Reconciliation:
                 ordered = first + [c for c in containers if c not in first]
                 status = workload.status
                 statuses.append(
-                    {
-                        "name": component.name,
-                        "kind": kind,
-                        "workload": name,
-                        "replicas": int(workload.spec.replicas or 0) if workload.spec else 0,
-                        "ready_replicas": int((status.readyReplicas if status else 0) or 0),
-                        "images": [c.image or "" for c in ordered],
-                    }
+                    ComponentStatus(
+                        name=component.name,
+                        kind=kind,
+                        workload=name,
+                        replicas=int(workload.spec.replicas or 0) if workload.spec else 0,
+                        ready_replicas=int((status.readyReplicas if status else 0) or 0),
+                        images=[c.image or "" for c in ordered],
+                    )
                 )
             await self.parts.api.report_components(self.name, statuses)
         except Exception as error:
             log.warning("Could not report the components of %s: %s", self.name, error)
 
     async def _workflow(self) -> None:
-        kind = self.claim.change_type
+        change = self.claim.change
+        kind = change.type
         if kind is TaskType.CREATE:
             await self._run_hook_mode(Hook.SETUP, Mode.PRE)
             async with self._step(steps.INSTALL_STEP) as step_id:
                 await self._apply_chart(step_id)
             await self._run_hook_mode(Hook.SETUP, Mode.POST)
-        elif kind is TaskType.UPGRADE and self.claim.change.get("run_hooks", True):
+        elif isinstance(change, UpgradeChange) and change.run_hooks:
             await self._run_hook_mode(Hook.UPGRADE, Mode.PRE)
             spec = await self._spec()
-            core = [a for a in spec.spec.actions if a.hook is Hook.UPGRADE and a.mode is Mode.CORE]
+            core = spec.spec.actions_of(Hook.UPGRADE, Mode.CORE)
             async with self._step(hook_step_name(Hook.UPGRADE, Mode.CORE)) as step_id:
                 if core:
                     await self._run_actions(step_id, Hook.UPGRADE, Mode.CORE)
@@ -179,10 +170,10 @@ class Reconciliation:
         elif kind is TaskType.CONFIGURE:
             async with self._step(steps.APPLY_CONFIGURATION_STEP) as step_id:
                 await self._apply_chart(step_id)
-        elif kind in (TaskType.STOP, TaskType.START):
-            name = steps.STOP_STEP if kind is TaskType.STOP else steps.START_STEP
-            async with self._step(name) as step_id:
-                await self._scale_components(step_id, self.claim.change["components"], kind is TaskType.START)
+        elif isinstance(change, StopChange | StartChange):
+            running = isinstance(change, StartChange)
+            async with self._step(steps.START_STEP if running else steps.STOP_STEP) as step_id:
+                await self._scale_components(step_id, change.components, running)
         elif kind is TaskType.DELETE:
             async with self._step(steps.UNINSTALL_STEP) as step_id:
                 removed = await self.parts.helm.uninstall(self.name, self.namespace, CHART_TIMEOUT_SECONDS)
@@ -213,31 +204,31 @@ class Reconciliation:
         await self.parts.api.end_step(step_id, None)
 
     async def _spec(self) -> DriverSpec:
-        package = await self.parts.drivers.get(self.deployment["driver"], self.target.driver_version)
+        package = await self.parts.drivers.get(self.deployment.driver, self.target.driver_version)
         return package.spec
 
     async def _driver_dir(self) -> Path:
-        return await self.parts.drivers.folder(self.deployment["driver"], self.target.driver_version)
+        return await self.parts.drivers.folder(self.deployment.driver, self.target.driver_version)
 
     # --- hooks ---------------------------------------------------------------------------------
 
     async def _run_hook_mode(self, hook: Hook, mode: Mode) -> None:
         spec = await self._spec()
-        if not any(a.hook is hook and a.mode is mode for a in spec.spec.actions):
+        if not spec.spec.actions_of(hook, mode):
             return
         async with self._step(hook_step_name(hook, mode)) as step_id:
             await self._run_actions(step_id, hook, mode)
 
     async def _run_actions(self, step_id: int, hook: Hook, mode: Mode) -> None:
         spec = await self._spec()
-        actions = [a for a in spec.spec.actions if a.hook is hook and a.mode is mode]
+        actions = spec.spec.actions_of(hook, mode)
         driver_dir = await self._driver_dir()
         context = GlobalContext(
-            deployment_id=int(self.deployment["id"]),
+            deployment_id=self.deployment.id,
             deployment_name=self.name,
             namespace=self.namespace,
-            cluster_id=str(self.deployment["cluster"]),
-            driver_name=str(self.deployment["driver"]),
+            cluster_id=self.deployment.cluster,
+            driver_name=self.deployment.driver,
             driver_version=self.target.driver_version,
             current_app_version=self.target.current_app_version,
             target_app_version=self.target.app_version,
@@ -322,7 +313,7 @@ class Reconciliation:
     async def _write_styrmin_deployment(self, step_id: int) -> bool:
         """Write the change's configuration into the cluster; False when a later revision is there."""
         spec = {
-            "driver": self.deployment["driver"],
+            "driver": self.deployment.driver,
             "driverVersion": self.target.driver_version,
             "appVersion": self.target.app_version,
             "configuration": self.target.configuration.model_dump(mode="json"),
@@ -341,7 +332,7 @@ class Reconciliation:
         """Write the StyrminDeployment and apply the chart; False when a later revision was there."""
         if not await self._write_styrmin_deployment(step_id):
             return False
-        package = await self.parts.drivers.get(self.deployment["driver"], self.target.driver_version)
+        package = await self.parts.drivers.get(self.deployment.driver, self.target.driver_version)
         driver_dir = await self._driver_dir()
         with tempfile.TemporaryDirectory(prefix="styrmin-chart-") as scratch:
             chart = await asyncio.to_thread(
@@ -353,7 +344,7 @@ class Reconciliation:
                 self.target.app_version,
                 self.target.configuration,
                 Path(scratch) / "chart",
-                is_upgrade=self.claim.change_type is not TaskType.CREATE,
+                is_upgrade=self.claim.change.type is not TaskType.CREATE,
             )
             _keep_stopped_components_at_zero(
                 chart.path, package.spec, self.name, self.target.stopped_components
@@ -361,10 +352,9 @@ class Reconciliation:
             await self.parts.helm.apply(
                 chart.path, chart.values, self.name, self.namespace, CHART_TIMEOUT_SECONDS
             )
-        self._result["applied"] = {
-            "app_version": self.target.app_version,
-            "driver_version": self.target.driver_version,
-        }
+        self._result.applied = AppliedVersions(
+            app_version=self.target.app_version, driver_version=self.target.driver_version
+        )
         return True
 
     async def _scale_components(self, step_id: int, components: list[str], running: bool) -> None:
@@ -402,7 +392,7 @@ class Reconciliation:
         later = await self.parts.cluster.styrmin_deployment_revision(self.namespace, self.name)
         by = (
             f"a later change (revision {later})"
-            if later is not None and later > self.claim.revision
+            if later_revision_wins(later, self.claim.revision)
             else "another change, or someone outside Styrmin,"
         )
         return (

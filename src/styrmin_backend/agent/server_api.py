@@ -7,34 +7,14 @@ import logging
 from typing import Any
 
 import httpx
-from pydantic import BaseModel
 
-from styrmin_backend.domain.tasks import TaskType
+from styrmin_backend.protocol import Claim, ComponentStatus, TaskResult
 
 log = logging.getLogger("styrmin.agent")
 
 _RETRY_ATTEMPTS = 6
 _RETRY_FIRST_DELAY_SECONDS = 1.0
 """A call that must land is tried 6 times over about 30 s (1, 2, 4, 8, 10 s apart)."""
-
-
-class ClaimedTask(BaseModel):
-    """A task the agent claimed, with what it needs to carry it out."""
-
-    task: dict[str, Any]
-    change_type: TaskType
-    change: dict[str, Any]
-    deployment: dict[str, Any]
-    actions_token: str
-    styrmin_url: str
-
-    @property
-    def task_id(self) -> int:
-        return int(self.task["id"])
-
-    @property
-    def revision(self) -> int:
-        return int(self.task["revision"] or 0)
 
 
 class ServerError(Exception):
@@ -106,7 +86,7 @@ class ServerApi:
 
     async def claim(
         self, lease_seconds: int, wait_seconds: float = 0, *, started_by_actions_only: bool = False
-    ) -> ClaimedTask | None:
+    ) -> Claim | None:
         """Claim the next pending task of the agent's cluster, waiting up to ``wait_seconds`` for one.
 
         With ``started_by_actions_only``, only a task that an action started (see docs/agent.md).
@@ -123,7 +103,7 @@ class ServerApi:
         )
         if response.status_code == 204:
             return None
-        return ClaimedTask.model_validate(response.json())
+        return Claim.model_validate(response.json())
 
     async def renew_lease(self, task_id: int, lease_seconds: int) -> None:
         """Extend the lease of a task the agent runs; raises ServerError (``task_lost``) when it lost it."""
@@ -142,12 +122,14 @@ class ServerApi:
     async def end_step(self, step_id: int, error: str | None) -> None:
         await self._call_retrying("POST", f"/steps/{step_id}/end", json={"error": error})
 
-    async def end_task(self, task_id: int, error: str | None, result: dict[str, Any] | None) -> None:
-        await self._call_retrying("POST", f"/tasks/{task_id}/end", json={"error": error, "result": result})
+    async def end_task(self, task_id: int, error: str | None, result: TaskResult | None) -> None:
+        body = {"error": error, "result": (result.as_json() if result else None) or None}
+        await self._call_retrying("POST", f"/tasks/{task_id}/end", json=body)
 
     async def driver_archive(self, name: str, version: str) -> bytes:
         response = await self._call("GET", f"/drivers/{name}/versions/{version}/archive")
         return response.content
 
-    async def report_components(self, deployment: str, components: list[dict[str, Any]]) -> None:
-        await self._call("PUT", f"/deployments/{deployment}/components", json={"components": components})
+    async def report_components(self, deployment: str, components: list[ComponentStatus]) -> None:
+        body = {"components": [c.model_dump(mode="json") for c in components]}
+        await self._call("PUT", f"/deployments/{deployment}/components", json=body)

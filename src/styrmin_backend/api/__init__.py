@@ -1,5 +1,5 @@
 """The REST API under /api/v1."""
 
-from styrmin_backend.api.app import create_app
+from styrmin_backend.api.app import install_api
 
-__all__ = ["create_app"]
+__all__ = ["install_api"]

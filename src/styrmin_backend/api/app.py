@@ -1,13 +1,8 @@
-"""The FastAPI application of the Styrmin server."""
+"""The REST API under /api/v1, installed on the server's app (see ``styrmin_backend.server_app``)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from fastapi import APIRouter, FastAPI
-from sqlalchemy import Engine
 
 from styrmin_backend.api.deps import API_PREFIX
 from styrmin_backend.api.errors import ERROR_RESPONSES, install_error_handlers
@@ -22,51 +17,13 @@ from styrmin_backend.api.routes import (
     tasks,
     users,
 )
-from styrmin_backend.metrics import RequestMetrics, server_registry
-from styrmin_backend.settings import Settings
-from styrmin_backend.store.claim_wakeups import ClaimWakeups
-from styrmin_backend.store.db import make_session_factory
-from styrmin_backend.web import install_web
 
 
-def create_app(settings: Settings, engine: Engine) -> FastAPI:
-    """The server's app on a migrated database ``engine``."""
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
-        app.state.claim_wakeups.close()
-
-    app = FastAPI(
-        lifespan=lifespan,
-        title="Styrmin",
-        version="0.1.0",
-        description="Deploy and upgrade applications on Kubernetes.",
-        openapi_url="/api/openapi.json",
-        docs_url="/api/docs",
-        redoc_url=None,
-    )
-    app.state.settings = settings
-    app.state.engine = engine
-    app.state.session_factory = make_session_factory(engine)
-    app.state.metrics = server_registry(engine)
-    # Set when the server is asked to stop: /readyz fails and agents' long polls answer at once.
-    app.state.stopping = threading.Event()
-    # The agents' waiting claims of this process, woken by PostgreSQL's NOTIFY of a new task.
-    app.state.claim_wakeups = ClaimWakeups(engine)
+def install_api(app: FastAPI) -> None:
+    """Add the API's routes, the health checks and the API's error answers to ``app``."""
     install_error_handlers(app)
-
     api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)
     for module in (auth, users, drivers, deployments, backups, tasks, agents, agent):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(health.router)
-    install_web(app)
-    app.add_middleware(RequestMetrics)
-    return app
-
-
-def announce_stop(app: FastAPI) -> None:
-    """The server is stopping: readiness fails from now on, and the agents' waiting claims answer at once."""
-    app.state.stopping.set()
-    app.state.claim_wakeups.wake_all()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections.abc import Callable, Iterator
 from typing import Annotated
@@ -10,6 +9,11 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from styrmin_backend.browser_session import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    csrf_token_for,
+)
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
 from styrmin_backend.domain.roles import Role, role_allows
 from styrmin_backend.services import auth
@@ -17,9 +21,6 @@ from styrmin_backend.services.principal import Principal, check_actions_scope
 from styrmin_backend.settings import Settings
 
 API_PREFIX = "/api/v1"
-SESSION_COOKIE = "styrmin_session"
-CSRF_COOKIE = "styrmin_csrf"
-CSRF_HEADER = "X-CSRF-Token"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -39,17 +40,6 @@ def get_settings_dep(request: Request) -> Settings:
 # reported as a success.
 Db = Annotated[Session, Depends(get_db, scope="function")]
 AppSettings = Annotated[Settings, Depends(get_settings_dep)]
-
-
-def csrf_token_for(session_token: str) -> str:
-    """The CSRF token bound to a session: only the holder of the session can know it."""
-    return hashlib.sha256(b"styrmin-csrf:" + session_token.encode()).hexdigest()[:43]
-
-
-def client_address(request: Request) -> str:
-    """The client's address, as the server sees it (behind a proxy: as ``--forwarded-allow-ips`` lets
-    uvicorn read it from ``X-Forwarded-For``)."""
-    return request.client.host if request.client else "unknown"
 
 
 def bearer_token(request: Request) -> str | None:

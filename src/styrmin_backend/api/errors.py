@@ -15,14 +15,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from styrmin_backend.domain.errors import (
-    Conflict,
     DomainError,
-    InvalidInput,
-    InvalidTransition,
-    NotAllowed,
-    NotAuthenticated,
-    NotFound,
-    Refused,
     TooManyAttempts,
 )
 
@@ -43,16 +36,6 @@ class ErrorBody(BaseModel):
     field: str | None = None
     errors: list[FieldError] = []
 
-
-_STATUS: dict[type[DomainError], int] = {
-    InvalidInput: 422,
-    NotFound: 404,
-    Conflict: 409,
-    InvalidTransition: 409,
-    Refused: 403,
-    NotAllowed: 403,
-    NotAuthenticated: 401,
-}
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text}
@@ -94,11 +77,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(_request: Request, error: DomainError) -> JSONResponse:
         if isinstance(error, TooManyAttempts):
-            return error_response(
-                429, error.message, error.field, headers={"Retry-After": str(error.retry_after)}
-            )
-        status = next((code for cls, code in _STATUS.items() if isinstance(error, cls)), 400)
-        return error_response(status, error.message, error.field)
+            headers = {"Retry-After": str(error.retry_after)}
+            return error_response(error.http_status, error.message, error.field, headers=headers)
+        return error_response(error.http_status, error.message, error.field)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, error: RequestValidationError) -> JSONResponse:

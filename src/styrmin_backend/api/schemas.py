@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 
+from styrmin_backend.domain.deployments import check_env_var_name
 from styrmin_backend.domain.limits import OUTPUT_TAIL_MAX_BYTES
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import SECRET_SET, conceal_configuration
 from styrmin_backend.domain.status import DeploymentStatus, Status
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.drivers import ActionSummary, ComponentSummary, DriverSpec
+from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
+from styrmin_backend.services.agents import Agent
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.services.tasks import TaskDetail
 from styrmin_backend.store.models import (
-    AgentRow,
     DeploymentRow,
     DriverRow,
     StepRow,
@@ -138,17 +139,6 @@ class PasswordResetOut(BaseModel):
 # --- deployments -------------------------------------------------------------------------------
 
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
-
-
-def _check_env_name(name: str) -> str:
-    if not _ENV_NAME.fullmatch(name):
-        raise ValueError(
-            f'"{name}" is not a valid env var name; use letters, digits and "_", not starting with a digit.'
-        )
-    return name
-
-
 class ConfigurationIn(Strict):
     values: dict[str, Any] = Field(default_factory=dict, description="Helm values for the driver's chart.")
     images: dict[ComponentName, Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(
@@ -158,7 +148,7 @@ class ConfigurationIn(Strict):
     env: dict[
         ComponentName,
         dict[
-            Annotated[str, AfterValidator(_check_env_name)],
+            Annotated[str, AfterValidator(check_env_var_name)],
             Annotated[str, StringConstraints(max_length=32768)],
         ],
     ] = Field(default_factory=dict, description="Env vars per component, set on its component container.")
@@ -197,17 +187,6 @@ class ComponentsRequest(Strict):
     started_by_step: StrictInt | None = Field(
         default=None, ge=1, le=MAX_ID, description="Set by Styrmin's actions only."
     )
-
-
-class ComponentStatus(Strict):
-    """A component's workload as the agent saw it in the cluster."""
-
-    name: Annotated[str, StringConstraints(min_length=1, max_length=63)]
-    kind: Annotated[str, StringConstraints(min_length=1, max_length=32)]
-    workload: Annotated[str, StringConstraints(min_length=1, max_length=253)]
-    replicas: StrictInt = Field(ge=0)
-    ready_replicas: StrictInt = Field(ge=0)
-    images: list[Annotated[str, StringConstraints(max_length=512)]] = Field(max_length=64)
 
 
 class ComponentsStatusRequest(Strict):
@@ -450,13 +429,13 @@ class AgentOut(BaseModel):
     last_seen_at: datetime | None
 
     @classmethod
-    def of(cls, row: AgentRow) -> AgentOut:
+    def of(cls, agent: Agent) -> AgentOut:
         return cls(
-            name=row.name,
-            cluster=row.cluster,
-            created_at=row.created_at,
-            revoked=row.revoked_at is not None,
-            last_seen_at=row.last_seen_at,
+            name=agent.name,
+            cluster=agent.cluster,
+            created_at=agent.created_at,
+            revoked=agent.revoked_at is not None,
+            last_seen_at=agent.last_seen_at,
         )
 
 
@@ -481,11 +460,11 @@ class ClaimRequest(Strict):
 
 
 class ClaimOut(BaseModel):
+    """A claimed task as the server answers it; the agent reads it as :class:`protocol.Claim`."""
+
     task: TaskSummary
     change_type: TaskType
-    change: dict[str, Any] = Field(
-        description="What the change asks for (target versions, configuration, components)."
-    )
+    change: Change = Field(description="What the change asks for, with the target the server resolved.")
     deployment: DeploymentOut
     actions_token: str = Field(
         description="The styrmin-actions token of this reconciliation; revoked when it ends."
@@ -523,4 +502,4 @@ class StepEndRequest(Strict):
 
 class TaskEndRequest(Strict):
     error: Annotated[str, StringConstraints(min_length=1, max_length=65536)] | None = None
-    result: dict[str, Any] | None = None
+    result: TaskResult | None = None

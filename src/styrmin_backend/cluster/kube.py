@@ -15,6 +15,7 @@ from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import Namespace
 
 from styrmin_backend.cluster.connection import ClusterConnection
+from styrmin_backend.domain.deployments import later_revision_wins
 
 FIELD_MANAGER = "styrmin-agent"
 GROUP = "styrmin.io"
@@ -120,7 +121,7 @@ class ClusterAccess:
                 current = None
             if current is not None:
                 held = int((current.get("spec") or {}).get("revision", 0))
-                if held > revision:
+                if later_revision_wins(held, revision):
                     return held
             body = StyrminDeployment(
                 metadata=ObjectMeta(

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import re
+from typing import Any, Protocol, overload
 
 from styrmin_backend.domain.errors import InvalidInput
-from styrmin_backend.domain.tasks import TaskType
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
-CHANGE_TYPES = frozenset(
-    {TaskType.CREATE, TaskType.CONFIGURE, TaskType.UPGRADE, TaskType.STOP, TaskType.START, TaskType.DELETE}
-)
+_ENV_VAR_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]{0,255}$")
+ENV_VAR_NAME_RULE = 'letters, digits, "_", "-" and ".", not starting with a digit, at most 256 characters'
+"""The env var name rule in words, for errors."""
 
 
 def check_deployment_name(name: str) -> None:
@@ -45,11 +43,45 @@ def check_cluster_name(cluster: str) -> None:
         )
 
 
-def next_revision(current: int) -> int:
-    """The revision the next change of a deployment gets: revisions only grow."""
+def is_env_var_name(name: str) -> bool:
+    """Whether ``name`` can name an env var of a component container (Kubernetes' rule, bounded).
+
+    >>> [is_env_var_name(n) for n in ("DB_URL", "my.app-key", "_x", "1BAD", "A=B", "")]
+    [True, True, True, False, False, False]
+    """
+    return _ENV_VAR_NAME.fullmatch(name) is not None
+
+
+def check_env_var_name(name: str) -> str:
+    """``name`` if it can name an env var; raises ValueError saying the rule otherwise."""
+    if not is_env_var_name(name):
+        raise ValueError(f'"{name}" is not an env var name; use {ENV_VAR_NAME_RULE}.')
+    return name
+
+
+class _Counter(Protocol):
+    def __add__(self, other: int, /) -> Any: ...
+
+
+@overload
+def next_revision(current: int) -> int: ...
+@overload
+def next_revision(current: _Counter) -> Any: ...
+def next_revision(current: Any) -> Any:
+    """The revision the next change of a deployment gets: revisions only grow.
+
+    ``current`` may also be the store's column, so the store applies this rule in one atomic UPDATE.
+
+    >>> next_revision(7)
+    8
+    """
     return current + 1
 
 
 def later_revision_wins(cluster_revision: int | None, change_revision: int) -> bool:
-    """Whether the cluster already holds a revision later than this change's (so it stays unchanged)."""
+    """Whether the cluster already holds a revision later than this change's (so it stays unchanged).
+
+    >>> later_revision_wins(5, 4), later_revision_wins(4, 4), later_revision_wins(None, 4)
+    (True, False, False)
+    """
     return cluster_revision is not None and cluster_revision > change_revision

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class DomainError(Exception):
     """A request the product's rules do not allow."""
+
+    http_status: ClassVar[int] = 400
+    """The HTTP status the API and the web pages answer it with: one table, here."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
@@ -15,33 +20,49 @@ class DomainError(Exception):
 class InvalidInput(DomainError):
     """The request's input is not valid."""
 
+    http_status: ClassVar[int] = 422
+
 
 class NotFound(DomainError):
     """The thing the request names does not exist."""
+
+    http_status: ClassVar[int] = 404
 
 
 class Conflict(DomainError):
     """The request conflicts with the current state (e.g. a name already taken)."""
 
+    http_status: ClassVar[int] = 409
+
 
 class Refused(DomainError):
     """The request is understood but the product refuses it (e.g. a built-in user's password)."""
+
+    http_status: ClassVar[int] = 403
 
 
 class InvalidTransition(DomainError):
     """A task or step was asked to move to a status it cannot reach from where it is."""
 
+    http_status: ClassVar[int] = 409
+
 
 class NotAuthenticated(DomainError):
     """The credentials are missing, wrong, expired or revoked, or the user is deactivated."""
+
+    http_status: ClassVar[int] = 401
 
 
 class NotAllowed(DomainError):
     """The caller is signed in but their role does not allow the request."""
 
+    http_status: ClassVar[int] = 403
+
 
 class TooManyAttempts(DomainError):
     """Too many failed logins in a row: the caller must wait ``retry_after`` seconds."""
+
+    http_status: ClassVar[int] = 429
 
     def __init__(self, message: str, *, retry_after: int, field: str | None = None) -> None:
         super().__init__(message, field=field)

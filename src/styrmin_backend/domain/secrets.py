@@ -49,11 +49,6 @@ def conceal(data: Any, key: str = "") -> Any:
     return data
 
 
-def has_secret(data: Any) -> bool:
-    """Whether ``data`` holds a value that ``conceal`` hides."""
-    return bool(conceal(data) != data)
-
-
 def keep_concealed(sent: Any, stored: Any, key: str = "") -> Any:
     """``sent`` with every value that is the concealed form of the ``stored`` one put back as stored.
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 INSTALL_STEP = "Install the application"
 """The setup hook's core: Styrmin's own Helm install, waiting until the components are ready."""
 
-UPGRADE_CHART_STEP = "Run the upgrade hook"
-"""The upgrade hook's core always records this step: the driver's core actions, or Styrmin's upgrade."""
 
 APPLY_CONFIGURATION_STEP = "Apply the configuration"
 APPLY_VERSION_STEP = "Upgrade the chart"

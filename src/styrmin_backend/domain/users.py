@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from styrmin_backend.domain.errors import InvalidInput, NotAuthenticated, Refused
-from styrmin_backend.domain.roles import Role
 
 ADMIN_USERNAME = "admin"
 """The user made on first start."""
@@ -13,8 +12,6 @@ ADMIN_USERNAME = "admin"
 ACTIONS_USERNAME = "styrmin-actions"
 """The built-in user whose short-lived tokens the actions of a reconciliation use."""
 
-ACTIONS_ROLE = Role.READ_WRITE
-"""The role styrmin-actions is made with."""
 
 BUILTIN_USERNAMES = frozenset({ACTIONS_USERNAME})
 

@@ -25,15 +25,6 @@ class YamlSyntaxError(ValueError):
         self.hint = hint
 
 
-def load_yaml(text: str) -> Any:
-    """The one YAML document in ``text``, read with bounded work.
-
-    Raises:
-        YamlSyntaxError: if ``text`` is not valid YAML, holds several documents, or is past the limits.
-    """
-    return YamlSource.parse(text).data
-
-
 @dataclass(frozen=True)
 class DuplicateKey:
     """A key that appears twice in one mapping: PyYAML would silently keep the last."""

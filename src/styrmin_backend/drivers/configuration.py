@@ -7,13 +7,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from styrmin_backend.domain.deployments import ENV_VAR_NAME_RULE, is_env_var_name
 from styrmin_backend.drivers.spec import DriverSpec
 
 APP_VERSION_PLACEHOLDER = "{{ app.version }}"
 """What an image override may contain to stand for the deployment's application version."""
 
 _APP_VERSION_PATTERN = re.compile(r"\{\{\s*app\.version\s*\}\}")
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
 class ConfigurationError(ValueError):
@@ -73,10 +73,9 @@ class DeploymentConfiguration(BaseModel):
     def _env_names_are_valid(cls, env: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
         for component, variables in env.items():
             for name in variables:
-                if not _ENV_NAME.match(name):
+                if not is_env_var_name(name):
                     raise ValueError(
-                        f'env.{component}.{name}: "{name}" is not an env var name; use '
-                        'letters, digits, "_", "-" and ".", not starting with a digit.'
+                        f'env.{component}.{name}: "{name}" is not an env var name; use {ENV_VAR_NAME_RULE}.'
                     )
         return env
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Exists, exists, or_, select, update
@@ -14,6 +14,7 @@ from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus
 from styrmin_backend.domain.users import ACTIONS_USERNAME
+from styrmin_backend.protocol import ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
@@ -36,6 +37,21 @@ class AgentIdentity:
 
 
 @dataclass(frozen=True)
+class Agent:
+    """A registered agent, as administrators see it (never its key)."""
+
+    name: str
+    cluster: str
+    created_at: datetime
+    revoked_at: datetime | None
+    last_seen_at: datetime | None
+
+    @classmethod
+    def of(cls, row: AgentRow) -> Agent:
+        return cls(row.name, row.cluster, row.created_at, row.revoked_at, row.last_seen_at)
+
+
+@dataclass(frozen=True)
 class Claim:
     """A task an agent claimed: what to do, for which deployment, and the reconciliation's token."""
 
@@ -45,7 +61,7 @@ class Claim:
     actions_token: str
 
 
-def create_agent(session: Session, name: str, cluster: str) -> tuple[AgentRow, str]:
+def create_agent(session: Session, name: str, cluster: str) -> tuple[Agent, str]:
     """Register an agent for ``cluster``; returns it and its key (shown once, stored hashed)."""
     for field, value in (("name", name), ("cluster", cluster)):
         if not _NAME.fullmatch(value):
@@ -58,7 +74,7 @@ def create_agent(session: Session, name: str, cluster: str) -> tuple[AgentRow, s
     agent = AgentRow(name=name, cluster=cluster, key_hash=hash_token(key), created_at=utcnow())
     session.add(agent)
     session.flush()
-    return agent, key
+    return Agent.of(agent), key
 
 
 def rotate_agent_key(session: Session, name: str, cluster: str) -> str:
@@ -71,18 +87,18 @@ def rotate_agent_key(session: Session, name: str, cluster: str) -> str:
     return key
 
 
-def list_agents(session: Session) -> list[AgentRow]:
-    """Every registered agent."""
-    return list(session.scalars(select(AgentRow).order_by(AgentRow.name)))
+def list_agents(session: Session) -> list[Agent]:
+    """Every registered agent, by name."""
+    return [Agent.of(row) for row in session.scalars(select(AgentRow).order_by(AgentRow.name))]
 
 
-def revoke_agent(session: Session, name: str) -> AgentRow:
+def revoke_agent(session: Session, name: str) -> Agent:
     """Revoke an agent's key: its calls get 401 from now on."""
     agent = session.scalars(select(AgentRow).where(AgentRow.name == name)).one_or_none()
     if agent is None:
         raise NotFound(f'There is no agent "{name}".', field="name")
     agent.revoked_at = agent.revoked_at or utcnow()
-    return agent
+    return Agent.of(agent)
 
 
 def authenticate_agent(session: Session, key: str) -> AgentIdentity:
@@ -269,12 +285,12 @@ def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str
 
 
 def report_components(
-    session: Session, agent: AgentIdentity, name: str, statuses: list[dict[str, object]]
+    session: Session, agent: AgentIdentity, name: str, statuses: list[ComponentStatus]
 ) -> DeploymentRow:
     """Store what the agent sees of a deployment's component workloads."""
     deployment = session.scalars(select(DeploymentRow).where(DeploymentRow.name == name)).one_or_none()
     if deployment is None or deployment.cluster != agent.cluster:
         raise NotFound(f'There is no deployment "{name}" in cluster {agent.cluster}.', field="name")
-    deployment.components_status = statuses
+    deployment.components_status = [status.model_dump(mode="json") for status in statuses]
     deployment.components_status_at = utcnow()
     return deployment

@@ -7,6 +7,7 @@ the task's result; when the task ends, :func:`record_backup_end` copies them ont
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -41,10 +42,55 @@ BACKUP_RESULT_KEY = "backup"
 
 
 @dataclass(frozen=True)
-class RecordedBackup:
-    """A requested backup: its row and the change that takes it."""
+class Backup:
+    """A backup as its record reads: what it was taken of, where its files are, how it ended."""
 
-    backup: BackupRow
+    id: int
+    deployment_name: str
+    driver_name: str
+    driver_version: str
+    app_version: str
+    revision: int
+    configuration: dict[str, Any]
+    location: str
+    key: str
+    files: list[dict[str, Any]]
+    status: str
+    label: str
+    requested_by: str
+    task_id: int | None
+    created_at: datetime
+    ended_at: datetime | None
+    error: str | None
+
+    @classmethod
+    def of(cls, row: BackupRow) -> Backup:
+        return cls(
+            id=row.id,
+            deployment_name=row.deployment_name,
+            driver_name=row.driver_name,
+            driver_version=row.driver_version,
+            app_version=row.app_version,
+            revision=row.revision,
+            configuration=row.configuration,
+            location=row.location,
+            key=row.key,
+            files=list(row.files),
+            status=row.status,
+            label=row.label,
+            requested_by=row.requested_by,
+            task_id=row.task_id,
+            created_at=row.created_at,
+            ended_at=row.ended_at,
+            error=row.error,
+        )
+
+
+@dataclass(frozen=True)
+class RecordedBackup:
+    """A requested backup and the change that takes it."""
+
+    backup: Backup
     recorded: Recorded
 
 
@@ -109,7 +155,7 @@ def request_backup(
     task = _record_change(session, deployment, TaskType.BACKUP, spec, by, origin)
     backup.revision = task.revision or 0
     backup.task_id = task.id
-    return RecordedBackup(backup, Recorded(deployment, task))
+    return RecordedBackup(Backup.of(backup), Recorded(deployment, task))
 
 
 def request_restore(session: Session, name: str, backup_id: int, *, by: Principal) -> Recorded:
@@ -137,19 +183,18 @@ def request_restore(session: Session, name: str, backup_id: int, *, by: Principa
     return Recorded(deployment, _record_change(session, deployment, TaskType.RESTORE, spec, by, None))
 
 
-def list_backups(session: Session, name: str) -> list[BackupRow]:
+def list_backups(session: Session, name: str) -> list[Backup]:
     """The backups of deployment ``name``, newest first."""
     deployment = get_deployment(session, name)
-    return list(
-        session.scalars(
-            select(BackupRow).where(BackupRow.deployment_id == deployment.id).order_by(BackupRow.id.desc())
-        )
+    rows = session.scalars(
+        select(BackupRow).where(BackupRow.deployment_id == deployment.id).order_by(BackupRow.id.desc())
     )
+    return [Backup.of(row) for row in rows]
 
 
-def get_backup(session: Session, backup_id: int) -> BackupRow:
+def get_backup(session: Session, backup_id: int) -> Backup:
     """Backup ``backup_id``; raises NotFound."""
-    return _backup_row(session, backup_id, field="backup_id", missing=NotFound)
+    return Backup.of(_backup_row(session, backup_id, field="backup_id", missing=NotFound))
 
 
 def backup_before_upgrade(session: Session, upgrade_task: TaskRow) -> BackupRow | None:
@@ -163,6 +208,32 @@ def backup_before_upgrade(session: Session, upgrade_task: TaskRow) -> BackupRow 
         )
         .order_by(BackupRow.id.desc())
     ).first()
+
+
+@dataclass(frozen=True)
+class WayBack:
+    """Whether a task offers a way back: the backup to restore, and whether the task has ended."""
+
+    deployment_name: str
+    backup: Backup | None
+    task_ended: bool
+
+
+def way_back(session: Session, task_id: int) -> WayBack | None:
+    """The way back from task ``task_id``: a failed upgrade's pre-upgrade backup; None without the task."""
+    task = session.get(TaskRow, task_id)
+    if task is None:
+        return None
+    backup = None
+    if (
+        task.type == TaskType.UPGRADE.value
+        and task.status == TaskStatus.FAILED.value
+        and task.deployment_id is not None
+    ):
+        row = backup_before_upgrade(session, task)
+        backup = Backup.of(row) if row is not None else None
+    ended = task.status in (TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value)
+    return WayBack(task.deployment_name, backup, ended)
 
 
 def backup_facts(row: BackupRow) -> BackupFacts:

@@ -14,6 +14,7 @@ from styrmin_backend.domain.deployments import (
     check_cluster_name,
     check_deployment_name,
     check_namespace,
+    next_revision,
 )
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound, Refused
 from styrmin_backend.domain.secrets import keep_concealed_configuration
@@ -26,6 +27,7 @@ from styrmin_backend.domain.status import (
     retry_refusal,
 )
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.protocol import CHANGE_ADAPTER, Change, Target
 from styrmin_backend.services import deployment_status
 from styrmin_backend.services.drivers import DriverInfo, get_driver_info
 from styrmin_backend.services.principal import Principal
@@ -322,6 +324,51 @@ def origin_of(session: Session, by: Principal, step_id: int | None) -> Origin | 
     return Origin(task_id=step.task_id, step_id=step.id)
 
 
+def claimed_change(task_type: TaskType, spec: dict[str, Any], deployment: DeploymentRow) -> Change:
+    """The change a claimed task carries out, with the target it moves the deployment to.
+
+    Resolved once, here, when the agent claims the task: a create or upgrade moves to the versions it
+    asked for; a restore to the backup's; every other change keeps what the cluster runs.
+    """
+    configuration = spec.get("configuration") or deployment.configuration
+    stopped = list(deployment.stopped_components)
+    running_app = deployment.running_app_version or deployment.app_version
+    running_driver = deployment.running_driver_version or deployment.driver_version
+    if task_type is TaskType.CREATE:
+        target = Target(
+            driver_version=spec["driver_version"],
+            app_version=spec["app_version"],
+            current_app_version=None,
+            configuration=configuration,
+            stopped_components=[],
+        )
+    elif task_type is TaskType.UPGRADE:
+        target = Target(
+            driver_version=spec["to_driver_version"],
+            app_version=spec["to_app_version"],
+            current_app_version=spec.get("from_app_version"),
+            configuration=configuration,
+            stopped_components=stopped,
+        )
+    elif task_type is TaskType.RESTORE:
+        target = Target(
+            driver_version=spec["driver_version"],
+            app_version=spec["app_version"],
+            current_app_version=spec["app_version"],
+            configuration=configuration,
+            stopped_components=stopped,
+        )
+    else:
+        target = Target(
+            driver_version=running_driver,
+            app_version=running_app,
+            current_app_version=running_app,
+            configuration=configuration,
+            stopped_components=stopped,
+        )
+    return CHANGE_ADAPTER.validate_python({**spec, "type": task_type, "target": target})
+
+
 def _get_changeable(session: Session, name: str) -> DeploymentRow:
     deployment = get_deployment(session, name)
     if deployment.status == DeploymentStatus.DELETING:
@@ -352,7 +399,7 @@ def _record_change(
     revision = session.execute(
         update(DeploymentRow)
         .where(DeploymentRow.id == deployment.id)
-        .values(last_revision=DeploymentRow.last_revision + 1, updated_at=utcnow())
+        .values(last_revision=next_revision(DeploymentRow.last_revision), updated_at=utcnow())
         .returning(DeploymentRow.last_revision)
     ).scalar_one()
     deployment.last_revision = revision

@@ -39,6 +39,14 @@ def _step_row(session: Session, step_id: int) -> StepRow:
     return row
 
 
+def task_of_step(session: Session, step_id: int) -> int:
+    """The task step ``step_id`` belongs to; raises NotFound."""
+    task_id = session.scalar(select(StepRow.task_id).where(StepRow.id == step_id))
+    if task_id is None:
+        raise NotFound(f"There is no step {step_id}.", field="step_id")
+    return task_id
+
+
 def _step(row: StepRow) -> Step:
     return Step(
         name=row.name,

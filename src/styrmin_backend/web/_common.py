@@ -20,16 +20,10 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
-from styrmin_backend.api.deps import SESSION_COOKIE, csrf_token_for
+from styrmin_backend.browser_session import SESSION_COOKIE, csrf_token_for
 from styrmin_backend.domain.errors import (
-    Conflict,
     DomainError,
-    InvalidInput,
-    InvalidTransition,
-    NotAllowed,
     NotAuthenticated,
-    NotFound,
-    Refused,
 )
 from styrmin_backend.domain.roles import Role, role_allows
 from styrmin_backend.services import auth
@@ -268,19 +262,9 @@ def safe_next(url: str) -> str:
     return "/"
 
 
-_ERROR_STATUS: tuple[tuple[type[DomainError], int], ...] = (
-    (InvalidInput, 422),
-    (NotFound, 404),
-    (Conflict, 409),
-    (InvalidTransition, 409),
-    (Refused, 403),
-    (NotAllowed, 403),
-)
-
-
 def status_of(error: DomainError) -> int:
     """The HTTP status a page answers ``error`` with (as the API does)."""
-    return next((code for cls, code in _ERROR_STATUS if isinstance(error, cls)), 400)
+    return error.http_status
 
 
 def _login_redirect(request: Request) -> Response:
@@ -311,11 +295,6 @@ class WebRoute(APIRoute):
                 return render(request, "error.html", None, status, title=title, message=error.message)
 
         return handle
-
-
-def is_ended(status: str) -> bool:
-    """Whether a task or step status is final."""
-    return status in ("succeeded", "failed")
 
 
 def age(moment: datetime | None) -> str:

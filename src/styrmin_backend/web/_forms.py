@@ -11,13 +11,14 @@ from pydantic import ValidationError
 from starlette.datastructures import FormData
 
 from styrmin_backend._bounded_yaml import BoundedSafeLoader
+from styrmin_backend.domain.deployments import ENV_VAR_NAME_RULE, is_env_var_name
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.web._common import text
 from styrmin_backend.web._format import as_yaml
 
-_ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$")
+_ENV_LINE = re.compile(r"^([^=]*)=(.*)$")
 
 
 @dataclass
@@ -89,11 +90,10 @@ def read_configuration(form: FormData, components: list[str], errors: FormErrors
             if not line.strip():
                 continue
             match = _ENV_LINE.match(line.strip())
-            if match is None:
+            if match is None or not is_env_var_name(match.group(1)):
                 errors.add(
                     env_field(component),
-                    f'Line {number} is not NAME=value with a valid name (letters, digits and "_", '
-                    "not starting with a digit).",
+                    f"Line {number} is not NAME=value with a valid name ({ENV_VAR_NAME_RULE}).",
                 )
                 continue
             variables[match.group(1)] = match.group(2)

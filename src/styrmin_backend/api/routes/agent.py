@@ -28,13 +28,12 @@ from styrmin_backend.api.schemas import (
     TaskEndRequest,
     TaskSummary,
 )
-from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated, NotFound
+from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
+from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import observe_claim, observe_step
-from styrmin_backend.services import agents, drivers, workflow
+from styrmin_backend.services import agents, changes, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
-from styrmin_backend.store.claim_wakeups import ClaimWakeups
 from styrmin_backend.store.db import transaction
-from styrmin_backend.store.models import StepRow
 
 router = APIRouter(prefix="/agent", tags=["agent"])
 IdParam = Annotated[int, Path(ge=1, le=MAX_ID)]
@@ -51,8 +50,8 @@ def current_agent(request: Request, db: Db) -> AgentIdentity:
 Agent = Annotated[AgentIdentity, Depends(current_agent, scope="function")]
 
 
-def _writable_step(request: Request, db: Db, step_id: int) -> StepRow:
-    """A step the caller may write: the agent holding its task, or that reconciliation's actions."""
+def _writable_step(request: Request, db: Db, step_id: int) -> int:
+    """``step_id`` if the caller may write it: the agent holding its task, or that reconciliation's actions."""
     key = bearer_token(request)
     agent = None
     principal = None
@@ -62,19 +61,17 @@ def _writable_step(request: Request, db: Db, step_id: int) -> StepRow:
         principal = authenticate_request(request, db)
         if principal.actions_task_id is None:
             raise NotAllowed("Only an agent, or the actions of a reconciliation, may write to a step.")
-    step = db.get(StepRow, step_id)
-    if step is None:
-        raise NotFound(f"There is no step {step_id}.", field="step_id")
+    task_id = workflow.task_of_step(db, step_id)
     if agent is not None:
-        agents.held_task(db, agent, step.task_id)
-        return step
+        agents.held_task(db, agent, task_id)
+        return step_id
     assert principal is not None
-    if principal.actions_task_id != step.task_id:
+    if principal.actions_task_id != task_id:
         raise NotAllowed(
-            f"Step {step_id} belongs to task {step.task_id}; only the agent running it and that "
+            f"Step {step_id} belongs to task {task_id}; only the agent running it and that "
             "reconciliation's actions may write to it."
         )
-    return step
+    return step_id
 
 
 @router.post("/claim", response_model=ClaimOut, responses={204: {"description": "Nothing to do now."}})
@@ -87,7 +84,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
     looks again every few milliseconds.
     """
     factory = request.app.state.session_factory
-    wakeups: ClaimWakeups = request.app.state.claim_wakeups
+    wakeups = request.app.state.claim_wakeups  # store.claim_wakeups.ClaimWakeups, made by server_app
     key = bearer_token(request) or ""
 
     def attempt() -> tuple[ClaimOut | None, str]:
@@ -108,7 +105,11 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
             return ClaimOut(
                 task=TaskSummary.of(claimed.task),
                 change_type=claimed.task.type,
-                change=claimed.change.spec if claimed.change else {},
+                change=changes.claimed_change(
+                    TaskType(claimed.task.type),
+                    claimed.change.spec if claimed.change else {},
+                    claimed.deployment,
+                ),
                 deployment=DeploymentOut.of(claimed.deployment, with_secrets=True),
                 actions_token=claimed.actions_token,
                 styrmin_url=settings.effective_public_url,
@@ -144,13 +145,21 @@ def add_step(task_id: IdParam, body: StepCreateRequest, db: Db, agent: Agent) ->
 @router.post("/tasks/{task_id}/end", response_model=TaskSummary)
 def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> TaskSummary:
     """End a task: failed with an error, or succeeded. Its actions token is revoked."""
-    return TaskSummary.of(agents.end_claimed_task(db, agent, task_id, error=body.error, result=body.result))
+    return TaskSummary.of(
+        agents.end_claimed_task(
+            db,
+            agent,
+            task_id,
+            error=body.error,
+            result=(body.result.as_json() if body.result else None) or None,
+        )
+    )
 
 
 @router.post("/steps/{step_id}/notes", response_model=StepRef)
 def add_note(step_id: IdParam, body: StepNoteRequest, request: Request, db: Db) -> StepRef:
     """Add a note to a step (for example the line naming a deleted Job)."""
-    step = workflow.add_step_note(db, _writable_step(request, db, step_id).id, body.note)
+    step = workflow.add_step_note(db, _writable_step(request, db, step_id), body.note)
     return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
 
 
@@ -158,7 +167,7 @@ def add_note(step_id: IdParam, body: StepNoteRequest, request: Request, db: Db) 
 def set_output(step_id: IdParam, body: StepOutputRequest, request: Request, db: Db) -> StepRef:
     """Store the kept end of a failed command's output on a step."""
     step = workflow.set_step_output(
-        db, _writable_step(request, db, step_id).id, body.output_tail, body.output_truncated
+        db, _writable_step(request, db, step_id), body.output_tail, body.output_truncated
     )
     return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
 
@@ -166,10 +175,7 @@ def set_output(step_id: IdParam, body: StepOutputRequest, request: Request, db: 
 @router.put("/steps/{step_id}/flow-run", response_model=StepRef)
 def set_flow_run(step_id: IdParam, body: StepFlowRunRequest, db: Db, agent: Agent) -> StepRef:
     """Record the Prefect flow run that runs the step's action."""
-    step: StepRow | None = db.get(StepRow, step_id)
-    if step is None:
-        raise NotFound(f"There is no step {step_id}.", field="step_id")
-    agents.held_task(db, agent, step.task_id)
+    agents.held_task(db, agent, workflow.task_of_step(db, step_id))
     step = workflow.set_step_flow_run(db, step_id, body.flow_run_id)
     return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
 
@@ -177,10 +183,7 @@ def set_flow_run(step_id: IdParam, body: StepFlowRunRequest, db: Db, agent: Agen
 @router.post("/steps/{step_id}/end", response_model=StepRef)
 def end_step(step_id: IdParam, body: StepEndRequest, db: Db, agent: Agent) -> StepRef:
     """End a step: failed with an error, or succeeded."""
-    step: StepRow | None = db.get(StepRow, step_id)
-    if step is None:
-        raise NotFound(f"There is no step {step_id}.", field="step_id")
-    agents.held_task(db, agent, step.task_id)
+    agents.held_task(db, agent, workflow.task_of_step(db, step_id))
     step = workflow.end_step(db, step_id, error=body.error)
     observe_step(step.status, step.started_at, step.ended_at)
     return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
@@ -207,5 +210,4 @@ def report_components(
     name: Annotated[str, Path(max_length=53)], body: ComponentsStatusRequest, db: Db, agent: Agent
 ) -> DeploymentOut:
     """Record the component workloads of a deployment of the agent's cluster, as the agent sees them."""
-    statuses = [c.model_dump() for c in body.components]
-    return DeploymentOut.of(agents.report_components(db, agent, name, statuses))
+    return DeploymentOut.of(agents.report_components(db, agent, name, body.components))

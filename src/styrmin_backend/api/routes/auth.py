@@ -7,17 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 
-from styrmin_backend.api.deps import (
-    CSRF_COOKIE,
-    SESSION_COOKIE,
-    AppSettings,
-    Db,
-    Reader,
-    bearer_token,
-    client_address,
-    csrf_token_for,
-    require,
-)
+from styrmin_backend.api.deps import AppSettings, Db, Reader, bearer_token, require
 from styrmin_backend.api.schemas import (
     MAX_ID,
     IssuedTokenOut,
@@ -27,12 +17,18 @@ from styrmin_backend.api.schemas import (
     TokenOut,
     WhoAmI,
 )
+from styrmin_backend.browser_session import (
+    CSRF_COOKIE,
+    SESSION_COOKIE,
+    client_address,
+    csrf_token_for,
+    set_session_cookies,
+)
 from styrmin_backend.domain.errors import InvalidInput
 from styrmin_backend.domain.roles import Role
-from styrmin_backend.services import auth
+from styrmin_backend.services import auth, users
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.settings import Settings
-from styrmin_backend.store.models import UserRow
 
 router = APIRouter(tags=["auth"])
 
@@ -64,7 +60,7 @@ def open_session(
     body: LoginRequest, request: Request, db: Db, settings: AppSettings, response: Response
 ) -> SessionOut:
     """Log in with a password and get a session cookie (for the web UI) and its CSRF token."""
-    user: UserRow = auth.login(db, body.username, body.password, client_address(request))
+    user = auth.login(db, body.username, body.password, client_address(request))
     issued = auth.issue_token(db, user, auth.TokenKind.SESSION, settings.session_lifetime, name="web session")
     set_session_cookies(response, issued.token, settings)
     return SessionOut(
@@ -72,29 +68,6 @@ def open_session(
         role=Role(user.role),
         expires_at=issued.expires_at,
         csrf_token=csrf_token_for(issued.token),
-    )
-
-
-def set_session_cookies(response: Response, session_token: str, settings: Settings) -> None:
-    """Set the HttpOnly session cookie and the CSRF cookie that pages echo back."""
-    max_age = int(settings.session_lifetime.total_seconds())
-    response.set_cookie(
-        SESSION_COOKIE,
-        session_token,
-        max_age=max_age,
-        httponly=True,
-        samesite="lax",
-        secure=settings.secure_cookies,
-        path="/",
-    )
-    response.set_cookie(
-        CSRF_COOKIE,
-        csrf_token_for(session_token),
-        max_age=max_age,
-        httponly=False,
-        samesite="strict",
-        secure=settings.secure_cookies,
-        path="/",
     )
 
 
@@ -127,8 +100,7 @@ def create_token(
             f"{principal.username} cannot make tokens; Styrmin gives each reconciliation its own.",
             field="name",
         )
-    user = db.get(UserRow, principal.user_id)
-    assert user is not None
+    user = users.get_user(db, principal.username)
     issued = auth.issue_token(
         db, user, auth.TokenKind.API, _lifetime(settings, body.expires_in_seconds), body.name
     )

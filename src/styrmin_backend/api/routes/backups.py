@@ -12,7 +12,7 @@ from styrmin_backend.api.deps import Db, Reader, Writer
 from styrmin_backend.api.schemas import MAX_ID, ChangeOut, DeploymentOut, Strict, TaskSummary
 from styrmin_backend.domain.backups import BackupLabel, BackupStatus
 from styrmin_backend.services import backups, changes
-from styrmin_backend.store.models import BackupRow
+from styrmin_backend.services.backups import Backup
 
 router = APIRouter(tags=["backups"])
 DeploymentName = Annotated[str, Path(max_length=53)]
@@ -45,7 +45,7 @@ class BackupOut(BaseModel):
     error: str | None
 
     @classmethod
-    def of(cls, row: BackupRow) -> BackupOut:
+    def of(cls, row: Backup) -> BackupOut:
         return cls(
             id=row.id,
             deployment=row.deployment_name,

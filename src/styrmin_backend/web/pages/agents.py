@@ -13,7 +13,7 @@ from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.services import agents
-from styrmin_backend.store.models import AgentRow
+from styrmin_backend.services.agents import Agent
 from styrmin_backend.web._common import (
     Form,
     Viewer,
@@ -49,7 +49,7 @@ class AgentView:
     """``connected``, ``not-connected``, ``never-connected`` or ``revoked``."""
 
     @classmethod
-    def of(cls, row: AgentRow, now: datetime) -> AgentView:
+    def of(cls, row: Agent, now: datetime) -> AgentView:
         if row.revoked_at is not None:
             state = "revoked"
         elif row.last_seen_at is None:

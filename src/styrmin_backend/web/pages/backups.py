@@ -10,9 +10,7 @@ from fastapi.responses import HTMLResponse
 
 from styrmin_backend.domain.errors import InvalidInput
 from styrmin_backend.domain.roles import Role
-from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services import backups, changes
-from styrmin_backend.store.models import TaskRow
 from styrmin_backend.web._common import (
     HTMX_STOP_POLLING,
     Form,
@@ -120,17 +118,9 @@ def way_back(request: Request, task_id: TaskId) -> Response:
     """On a failed upgrade's page: restore the backup its pre-hook took, when there is one."""
     with unit(request) as session:
         viewer = viewer_of(request, session)
-        task = session.get(TaskRow, task_id)
-        backup = None
-        if (
-            task is not None
-            and task.type == TaskType.UPGRADE.value
-            and task.status == TaskStatus.FAILED.value
-            and task.deployment_id is not None
-        ):
-            backup = backups.backup_before_upgrade(session, task)
-        if backup is None or task is None:
-            ended = task is None or task.status in (TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value)
+        found = backups.way_back(session, task_id)
+        if found is None or found.backup is None:
+            ended = found is None or found.task_ended
             # 286 tells htmx to stop asking: an ended task never gains a way back.
             return Response(status_code=HTMX_STOP_POLLING if ended else 204)
-        return render(request, "_way_back.html", viewer, name=task.deployment_name, backup=backup)
+        return render(request, "_way_back.html", viewer, name=found.deployment_name, backup=found.backup)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from styrmin_backend.api.deps import CSRF_COOKIE, SESSION_COOKIE, client_address
-from styrmin_backend.api.routes.auth import set_session_cookies
+from styrmin_backend.browser_session import (
+    CSRF_COOKIE,
+    SESSION_COOKIE,
+    client_address,
+    set_session_cookies,
+)
 from styrmin_backend.domain.errors import NotAuthenticated, TooManyAttempts
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.services import auth

@@ -1,0 +1,216 @@
+"""The messages between the server and its agents: a claimed change, a task's result, a component's status.
+
+Both sides use these models: the server's agent routes answer and accept them (so the OpenAPI document
+shows them), and the agent parses them. The server decides what a change moves the deployment to
+(its :class:`Target`) once, when the agent claims it; the agent carries it out.
+
+This module imports nothing of the store, the services or the agent.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, TypeAdapter
+
+from styrmin_backend.domain.tasks import TaskType
+
+# --- a claimed change ------------------------------------------------------------------------
+
+
+class Target(BaseModel):
+    """What a change moves the deployment to, as the server resolved it when the agent claimed it."""
+
+    driver_version: str
+    app_version: str
+    current_app_version: str | None = Field(
+        description="The application version the cluster runs before the change; null on create."
+    )
+    configuration: dict[str, Any] = Field(
+        description="The configuration to apply (values, images, env), with its secrets: only for the agent."
+    )
+    stopped_components: list[str] = Field(description="Components kept at zero replicas.")
+
+
+class _Change(BaseModel):
+    target: Target
+
+
+class CreateChange(_Change):
+    """Install a new deployment: setup hook, then the chart."""
+
+    type: Literal[TaskType.CREATE] = TaskType.CREATE
+
+
+class UpgradeChange(_Change):
+    """Move the deployment to another application and/or driver version."""
+
+    type: Literal[TaskType.UPGRADE] = TaskType.UPGRADE
+    from_app_version: str
+    from_driver_version: str
+    run_hooks: bool = Field(
+        default=True,
+        description="False for an upgrade an action asked for: the target is applied through Helm only.",
+    )
+
+
+class ConfigureChange(_Change):
+    """Apply a new configuration, without hooks."""
+
+    type: Literal[TaskType.CONFIGURE] = TaskType.CONFIGURE
+
+
+class StopChange(_Change):
+    """Scale components to zero replicas."""
+
+    type: Literal[TaskType.STOP] = TaskType.STOP
+    components: list[str]
+
+
+class StartChange(_Change):
+    """Scale stopped components back to their configured replicas."""
+
+    type: Literal[TaskType.START] = TaskType.START
+    components: list[str]
+
+
+class DeleteChange(_Change):
+    """Uninstall the deployment."""
+
+    type: Literal[TaskType.DELETE] = TaskType.DELETE
+
+
+class BackupChange(_Change):
+    """Run the backup hook into the backup's folder, then record its files."""
+
+    type: Literal[TaskType.BACKUP] = TaskType.BACKUP
+    backup_id: int
+    key: str = Field(description="The backup's folder name in the agent's backup storage.")
+
+
+class BackupFileRecord(BaseModel):
+    """A file of a backup, as the agent recorded it."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+    size: StrictInt = Field(ge=0)
+    sha256: Annotated[str, StringConstraints(min_length=64, max_length=64)]
+
+
+class RestoreChange(_Change):
+    """Check a backup's files, bring the backup's version back, then run the restore hook.
+
+    Its target is the backup's versions.
+    """
+
+    type: Literal[TaskType.RESTORE] = TaskType.RESTORE
+    backup_id: int
+    key: str
+    location: str
+    files: list[BackupFileRecord]
+    from_app_version: str
+    from_driver_version: str
+
+
+Change = Annotated[
+    CreateChange
+    | UpgradeChange
+    | ConfigureChange
+    | StopChange
+    | StartChange
+    | DeleteChange
+    | BackupChange
+    | RestoreChange,
+    Field(discriminator="type"),
+]
+"""A claimed change, by its type."""
+
+CHANGE_ADAPTER: TypeAdapter[Change] = TypeAdapter(Change)
+
+
+class ClaimedTaskRef(BaseModel):
+    """The claimed task, as far as the agent needs it."""
+
+    id: int
+    revision: int | None
+    parent_task_id: int | None = None
+
+
+class ClaimedDeployment(BaseModel):
+    """The deployment a claimed change is for, as far as the agent needs it."""
+
+    id: int
+    name: str
+    namespace: str
+    cluster: str
+    driver: str
+
+
+class Claim(BaseModel):
+    """A task the agent claimed: the change to carry out, for which deployment, and the actions' token."""
+
+    task: ClaimedTaskRef
+    change_type: TaskType
+    change: Change
+    deployment: ClaimedDeployment
+    actions_token: str
+    styrmin_url: str
+
+    @property
+    def task_id(self) -> int:
+        return self.task.id
+
+    @property
+    def revision(self) -> int:
+        return self.task.revision or 0
+
+
+# --- a task's result ----------------------------------------------------------------------------
+
+
+class AppliedVersions(BaseModel):
+    """The versions the agent applied to the cluster."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    app_version: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    driver_version: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class BackupRecord(BaseModel):
+    """Where a backup's files are and which the backup hook's actions wrote."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    location: Annotated[str, StringConstraints(max_length=512)]
+    files: list[BackupFileRecord] = Field(max_length=10_000)
+
+
+class TaskResult(BaseModel):
+    """What a task the agent ran did, as it reports it when the task ends."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    applied: AppliedVersions | None = Field(
+        default=None, description="The versions applied to the cluster; absent when none were."
+    )
+    backup: BackupRecord | None = Field(default=None, description="A backup task's files.")
+
+    def as_json(self) -> dict[str, Any]:
+        """The result as stored on the task (absent parts left out)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+# --- a component's status -----------------------------------------------------------------------
+
+
+class ComponentStatus(BaseModel):
+    """A component's workload as the agent saw it in the cluster."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=63)]
+    kind: Annotated[str, StringConstraints(min_length=1, max_length=32)]
+    workload: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    replicas: StrictInt = Field(ge=0)
+    ready_replicas: StrictInt = Field(ge=0)
+    images: list[Annotated[str, StringConstraints(max_length=512)]] = Field(max_length=64)

@@ -1,0 +1,48 @@
+"""The server's FastAPI app: the REST API and the web UI on one database, above both."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlalchemy import Engine
+
+from styrmin_backend.api import install_api
+from styrmin_backend.metrics import RequestMetrics, server_registry
+from styrmin_backend.settings import Settings
+from styrmin_backend.store.claim_wakeups import ClaimWakeups
+from styrmin_backend.store.db import make_session_factory
+from styrmin_backend.web import install_web
+
+
+def create_app(settings: Settings, engine: Engine) -> FastAPI:
+    """The server's app on a migrated database ``engine``."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        app.state.claim_wakeups.close()
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="Styrmin",
+        version="0.1.0",
+        description="Deploy and upgrade applications on Kubernetes.",
+        openapi_url="/api/openapi.json",
+        docs_url="/api/docs",
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = make_session_factory(engine)
+    app.state.metrics = server_registry(engine)
+    # Set when the server is asked to stop: /readyz fails and agents' long polls answer at once.
+    app.state.stopping = threading.Event()
+    # The agents' waiting claims of this process, woken by PostgreSQL's NOTIFY of a new task.
+    app.state.claim_wakeups = ClaimWakeups(engine)
+    install_api(app)
+    install_web(app)
+    app.add_middleware(RequestMetrics)
+    return app
