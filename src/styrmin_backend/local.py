@@ -24,8 +24,7 @@ from pydantic import SecretStr
 from styrmin_backend.agent.loop import Agent
 from styrmin_backend.agent.prefect import LocalPrefectServer, PrefectServerError
 from styrmin_backend.agent.settings import AgentSettings
-from styrmin_backend.api.app import announce_stop
-from styrmin_backend.api.serving import server_config
+from styrmin_backend.api.serving import announce_stop, server_config
 from styrmin_backend.bootstrap import Prepared, prepare_database
 from styrmin_backend.data_dir import make_data_dir_private
 from styrmin_backend.server_app import create_app

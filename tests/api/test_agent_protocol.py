@@ -338,6 +338,58 @@ def test_a_waiting_read_is_refused_without_a_token_or_beyond_a_minute(stack: Sta
     assert missing.status_code == 404
 
 
+def test_a_deployments_changes_run_one_at_a_time_in_the_order_requested(stack: Stack) -> None:
+    create = _deploy(stack)
+    admin = stack.headers(stack.token_for("admin"))
+    configure = stack.client.put(
+        "/api/v1/deployments/shop/configuration", json={"values": {"a": 1}}, headers=admin
+    ).json()["task"]["id"]
+    other = stack.client.post("/api/v1/deployments", json={**CREATE, "name": "other"}, headers=admin).json()
+    first, second = _agent(stack, "one"), _agent(stack, "two")
+    assert stack.client.post("/api/v1/agent/claim", json={}, headers=first).json()["task"]["id"] == create
+    # The configuration change waits for the create; another deployment's change does not.
+    assert (
+        stack.client.post("/api/v1/agent/claim", json={}, headers=second).json()["task"]["id"]
+        == other["task"]["id"]
+    )
+    assert stack.client.post("/api/v1/agent/claim", json={}, headers=second).status_code == 204
+    ended = stack.client.post(f"/api/v1/agent/tasks/{create}/end", json={}, headers=first)
+    assert ended.status_code == 200, ended.text
+    assert stack.client.post("/api/v1/agent/claim", json={}, headers=second).json()["task"]["id"] == configure
+
+
+def test_two_agents_racing_for_one_deployments_changes_start_only_one(stack: Stack) -> None:
+    _deploy(stack)
+    admin = stack.headers(stack.token_for("admin"))
+    for round_ in range(3):
+        stack.client.put(
+            "/api/v1/deployments/shop/configuration", json={"values": {"round": round_}}, headers=admin
+        )
+    agents = [_agent(stack, f"racer-{index}") for index in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(
+            pool.map(lambda agent: stack.client.post("/api/v1/agent/claim", json={}, headers=agent), agents)
+        )
+    assert sorted(answer.status_code for answer in answers) == [200, 204, 204, 204]
+
+
+def test_a_change_the_actions_of_a_running_change_request_runs_beside_it(stack: Stack) -> None:
+    create = _deploy(stack)
+    agent = _agent(stack)
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    assert claim["task"]["id"] == create
+    # Not linked to a hook step (a plain SDK call in an action), yet its change waits for it.
+    start = stack.client.post(
+        "/api/v1/deployments/shop/start",
+        json={"components": ["task-worker"]},
+        headers=stack.headers(claim["actions_token"]),
+    )
+    assert start.status_code == 202, start.text
+    beside = stack.client.post("/api/v1/agent/claim", json={}, headers=agent)
+    assert beside.status_code == 200, beside.text
+    assert beside.json()["task"]["id"] == start.json()["task"]["id"]
+
+
 def test_the_openapi_document_shows_each_kind_of_claimed_change_and_the_task_result(stack: Stack) -> None:
     document = stack.client.get("/api/openapi.json").json()
     schemas = document["components"]["schemas"]
@@ -390,41 +442,6 @@ def test_an_unknown_part_of_a_task_result_is_refused_naming_it(stack: Stack) -> 
         f"/api/v1/agent/tasks/{task_id}/end", json={"result": {"aplied": {}}}, headers=agent
     )
     assert ended.status_code == 422 and "aplied" in ended.text
-
-
-def test_a_deployments_changes_run_one_at_a_time_in_the_order_requested(stack: Stack) -> None:
-    create = _deploy(stack)
-    admin = stack.headers(stack.token_for("admin"))
-    configure = stack.client.put(
-        "/api/v1/deployments/shop/configuration", json={"values": {"a": 1}}, headers=admin
-    ).json()["task"]["id"]
-    other = stack.client.post("/api/v1/deployments", json={**CREATE, "name": "other"}, headers=admin).json()
-    first, second = _agent(stack, "one"), _agent(stack, "two")
-    assert stack.client.post("/api/v1/agent/claim", json={}, headers=first).json()["task"]["id"] == create
-    # The configuration change waits for the create; another deployment's change does not.
-    assert (
-        stack.client.post("/api/v1/agent/claim", json={}, headers=second).json()["task"]["id"]
-        == other["task"]["id"]
-    )
-    assert stack.client.post("/api/v1/agent/claim", json={}, headers=second).status_code == 204
-    ended = stack.client.post(f"/api/v1/agent/tasks/{create}/end", json={}, headers=first)
-    assert ended.status_code == 200, ended.text
-    assert stack.client.post("/api/v1/agent/claim", json={}, headers=second).json()["task"]["id"] == configure
-
-
-def test_two_agents_racing_for_one_deployments_changes_start_only_one(stack: Stack) -> None:
-    _deploy(stack)
-    admin = stack.headers(stack.token_for("admin"))
-    for round_ in range(3):
-        stack.client.put(
-            "/api/v1/deployments/shop/configuration", json={"values": {"round": round_}}, headers=admin
-        )
-    agents = [_agent(stack, f"racer-{index}") for index in range(4)]
-    with ThreadPoolExecutor(4) as pool:
-        answers = list(
-            pool.map(lambda agent: stack.client.post("/api/v1/agent/claim", json={}, headers=agent), agents)
-        )
-    assert sorted(answer.status_code for answer in answers) == [200, 204, 204, 204]
 
 
 def test_a_task_ending_in_this_server_wakes_waiting_reads_only_once_it_is_committed(stack: Stack) -> None:

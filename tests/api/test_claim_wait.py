@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, text
 
-from styrmin_backend.api.app import announce_stop
+from styrmin_backend.api.serving import announce_stop
 from styrmin_backend.server_app import create_app
 from styrmin_backend.store.claim_wakeups import CLAIMABLE_CHANNEL
 from styrmin_backend.store.db import make_engine

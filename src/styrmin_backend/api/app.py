@@ -27,9 +27,3 @@ def install_api(app: FastAPI) -> None:
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(health.router)
-
-
-def announce_stop(app: FastAPI) -> None:
-    """The server is stopping: readiness fails from now on, and the agents' waiting claims answer at once."""
-    app.state.stopping.set()
-    app.state.claim_wakeups.wake_all()

@@ -8,7 +8,6 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from styrmin_backend.api.app import announce_stop
 from styrmin_backend.settings import Settings
 
 KEEP_ALIVE_SECONDS = 65
@@ -26,6 +25,12 @@ def server_config(app: FastAPI, settings: Settings, **options: object) -> uvicor
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
         **options,  # type: ignore[arg-type]
     )
+
+
+def announce_stop(app: FastAPI) -> None:
+    """The server is stopping: readiness fails from now on, and the agents' waiting claims answer at once."""
+    app.state.stopping.set()
+    app.state.claim_wakeups.wake_all()
 
 
 class _Server(uvicorn.Server):

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, aliased
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus
+from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.protocol import ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
 from styrmin_backend.services.secrets import hash_token, new_token
@@ -143,7 +144,8 @@ def claim_next_task(
 
     Tasks started by an action come first, oldest first, then the other tasks, oldest first: the
     task that started one is running and waits for it, so it must never wait behind new work. The
-    changes of one deployment run one at a time, in the order they were requested. An
+    changes of one deployment run one at a time, in the order they were requested, except those that
+    the actions of a running change requested (linked or not): it may wait for them. An
     agent whose slots are all taken asks with ``started_by_actions_only`` and runs them beside its
     slots (see docs/agent.md).
     """
@@ -151,19 +153,21 @@ def claim_next_task(
     # takes the one write lock, and a write per poll starved lease renewals and step writes.
     fail_expired_leases(session, agent.cluster)
     _record_seen(session, agent)
-    pending = select(TaskRow.id, TaskRow.deployment_id, TaskRow.parent_task_id).where(
+    # What the actions of a running change asked for runs beside it: that change may wait for it.
+    beside_running_change = or_(TaskRow.parent_task_id.is_not(None), TaskRow.requested_by == ACTIONS_USERNAME)
+    pending = select(TaskRow.id, TaskRow.deployment_id, beside_running_change).where(
         TaskRow.cluster == agent.cluster,
         TaskRow.status == TaskStatus.PENDING.value,
-        or_(TaskRow.parent_task_id.is_not(None), ~_change_running(TaskRow.deployment_id)),
+        or_(beside_running_change, ~_change_running(TaskRow.deployment_id)),
     )
     if started_by_actions_only:
         pending = pending.where(TaskRow.parent_task_id.is_not(None))
     candidates = session.execute(
         pending.order_by(TaskRow.parent_task_id.is_(None), TaskRow.id).limit(20)
     ).all()
-    for task_id, deployment_id, parent_task_id in candidates:
+    for task_id, deployment_id, runs_beside in candidates:
         claimable = [TaskRow.id == task_id, TaskRow.status == TaskStatus.PENDING.value]
-        if parent_task_id is None:
+        if not runs_beside:
             # One change of a deployment runs at a time (Helm allows one operation on a release).
             # On PostgreSQL, two claims of one deployment's changes take turns on its row, so the
             # second sees the first's task running; a claim never waits for it (no deadlock).

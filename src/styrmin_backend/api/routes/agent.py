@@ -33,7 +33,6 @@ from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import observe_claim, observe_step
 from styrmin_backend.services import agents, changes, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
-from styrmin_backend.store.claim_wakeups import ClaimWakeups
 from styrmin_backend.store.db import transaction
 
 router = APIRouter(prefix="/agent", tags=["agent"])
@@ -85,7 +84,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
     looks again every few milliseconds.
     """
     factory = request.app.state.session_factory
-    wakeups: ClaimWakeups = request.app.state.claim_wakeups
+    wakeups = request.app.state.claim_wakeups  # store.claim_wakeups.ClaimWakeups, made by server_app
     key = bearer_token(request) or ""
 
     def attempt() -> tuple[ClaimOut | None, str]:
