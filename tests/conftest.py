@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 import yaml
+from argon2 import PasswordHasher
 from sqlalchemy import Engine
 
+from styrmin_backend.services import secrets as password_secrets
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.migrate import upgrade_database
 from tests.support.drivers import EXAMPLE_DRIVER
@@ -24,6 +26,22 @@ if TYPE_CHECKING:
 
 POSTGRES_DSN = os.environ.get("STYRMIN_TEST_POSTGRES", "host=127.0.0.1 port=5432 user=postgres dbname=test")
 DB_ENGINES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cheap_password_hashing() -> Iterator[None]:
+    """Argon2 with its cheapest cost in the test processes: 0.7 ms a hash instead of 175 ms of CPU.
+
+    Tests log in and make users thousands of times, and the real cost was most of the fast loop's
+    time (the 40 failed logins of a throttle test alone took 7 s of CPU). Passwords still hash and
+    verify with argon2id; the processes the tests start (``styrmin up``, ``styrmin server``) keep the
+    real cost.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            password_secrets, "_hasher", PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+        )
+        yield
 
 
 def _pg_admin() -> psycopg.Connection:
