@@ -136,7 +136,7 @@ async def run_restore(reconciliation: Reconciliation, storage: BackupFolder) -> 
                 f"{'; '.join(problems)}. Nothing was changed; choose another backup."
             )
     running = (change.get("from_app_version"), change.get("from_driver_version"))
-    if running != (app_version, driver_version):
+    if running != (app_version, driver_version) or change.get("restores_configuration"):
         async with reconciliation._step(restore_version_step(app_version)) as step_id:
             await _upgrade_linked(reconciliation, step_id, app_version, driver_version)
     reconciliation.target = replace(

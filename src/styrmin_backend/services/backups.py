@@ -133,6 +133,10 @@ def request_restore(session: Session, name: str, backup_id: int, *, by: Principa
         "app_version": backup.app_version,
         "from_app_version": deployment.running_app_version or deployment.app_version,
         "from_driver_version": deployment.running_driver_version or deployment.driver_version,
+        # The restore hook runs with the configuration the backup was taken with, and the version step
+        # brings it back (through Helm) when the deployment's has changed since.
+        "configuration": backup.configuration,
+        "restores_configuration": backup.configuration != deployment.configuration,
     }
     return Recorded(deployment, _record_change(session, deployment, TaskType.RESTORE, spec, by, None))
 
