@@ -17,7 +17,9 @@ from styrmin.models import (
     AgentKey,
     Backup,
     BackupChange,
+    BackupLocation,
     Change,
+    ClusterBackupLocation,
     Configuration,
     Deployment,
     Driver,
@@ -229,6 +231,15 @@ def get_backup(backup_id: int) -> Call[Backup]:
 def create_backup(name: str, started_by_step: int | None) -> Call[BackupChange]:
     body = _with_origin({}, started_by_step)
     return Call("POST", f"/deployments/{_seg(name)}/backups", model(BackupChange), json=body)
+
+
+def get_backup_location(cluster: str) -> Call[ClusterBackupLocation]:
+    return Call("GET", f"/clusters/{_seg(cluster)}/backup-location", model(ClusterBackupLocation))
+
+
+def set_backup_location(cluster: str, body: dict[str, Any]) -> Call[BackupLocation]:
+    sent = {key: value for key, value in body.items() if value is not None}
+    return Call("PUT", f"/clusters/{_seg(cluster)}/backup-location", model(BackupLocation), json=sent)
 
 
 def restore_deployment(name: str, backup_id: int) -> Call[Change]:

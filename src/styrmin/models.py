@@ -301,7 +301,12 @@ def _duration(started: datetime | None, ended: datetime | None) -> timedelta | N
 
 
 __all__ = [
+    "Backup",
+    "BackupChange",
+    "BackupFile",
+    "BackupLocation",
     "Change",
+    "ClusterBackupLocation",
     "Configuration",
     "Deployment",
     "DeploymentStatus",
@@ -367,3 +372,33 @@ class BackupChange(_Model):
     backup: Backup
     deployment: Deployment
     task: TaskSummary
+
+
+class BackupLocation(_Model):
+    """A backup storage location an administrator set for a cluster: where, never credentials."""
+
+    id: int
+    cluster: str
+    kind: str = Field(description="folder or s3.")
+    description: str
+    folder: str | None = None
+    bucket: str | None = None
+    prefix: str = ""
+    endpoint_url: str | None = None
+    region: str | None = None
+    secret: str | None = Field(
+        default=None, description="NAMESPACE/NAME of the Secret holding the credentials."
+    )
+    status: str = Field(description="checking, ready or failed.")
+    error: str | None = None
+    requested_by: str
+    requested_at: Time
+    checked_at: Time | None = None
+
+
+class ClusterBackupLocation(_Model):
+    """Where a cluster's backups go now (None: its agent's own folder), and a newer location not in use."""
+
+    cluster: str
+    in_use: BackupLocation | None = None
+    latest: BackupLocation | None = None

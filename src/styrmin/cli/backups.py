@@ -15,7 +15,7 @@ from styrmin.cli.progress import finish_change
 from styrmin.cli.render import _field, _table, age, clean, status, when
 
 if TYPE_CHECKING:  # the models load only when a command runs, so --help starts fast
-    from styrmin.models import Backup
+    from styrmin.models import Backup, BackupLocation, ClusterBackupLocation
 
 app = typer.Typer(help="Backups of deployments: take one, list them, show one.", no_args_is_help=True)
 
@@ -125,3 +125,94 @@ def get(backup_id: BackupArgument, output: OutputOption = OutputFormat.TEXT) -> 
         emit(backup, output)
     else:
         make_console().print(backup_detail(backup), soft_wrap=True)
+
+
+ClusterOption = Annotated[str, typer.Option("--cluster", help="The cluster whose backups it is about.")]
+
+
+def _location_lines(label: str, location: BackupLocation | None) -> list[RenderableType]:
+    if location is None:
+        return [_field(label, "the agent's own folder (STYRMIN_AGENT_BACKUP_DIR)")]
+    parts: list[RenderableType] = [_field(label, location.description)]
+    if location.secret:
+        parts.append(_field("  Credentials", f"Secret {location.secret} (not shown)"))
+    parts.append(_field("  Status", status(location.status)))
+    parts.append(_field("  Set by", f"{location.requested_by}, {when(location.requested_at)}"))
+    if location.error:
+        parts.append(_field("  Error", location.error))
+    return parts
+
+
+def location_detail(found: ClusterBackupLocation) -> Group:
+    parts: list[RenderableType] = [_field("Cluster", found.cluster)]
+    parts += _location_lines("In use", found.in_use)
+    if found.latest is not None:
+        parts += _location_lines("Newer", found.latest)
+    return Group(*parts)
+
+
+@app.command()
+@handle_errors
+def location(cluster: ClusterOption = "local", output: OutputOption = OutputFormat.TEXT) -> None:
+    """Show where a cluster's backups are stored (never credentials)."""
+    with state().client() as client:
+        found = client.backups.location(cluster)
+    if is_machine(output):
+        emit(found, output)
+    else:
+        make_console().print(location_detail(found), soft_wrap=True)
+
+
+@app.command("set-location")
+@handle_errors
+def set_location(
+    cluster: ClusterOption = "local",
+    folder: Annotated[str | None, typer.Option(help="A folder the agent and pods share.")] = None,
+    bucket: Annotated[str | None, typer.Option(help="An S3-compatible bucket.")] = None,
+    prefix: Annotated[str | None, typer.Option(help="Where in the bucket, e.g. styrmin/prod.")] = None,
+    endpoint_url: Annotated[
+        str | None, typer.Option(help="The S3-compatible server; leave out for AWS.")
+    ] = None,
+    region: Annotated[str | None, typer.Option(help="The bucket's region.")] = None,
+    secret: Annotated[
+        str | None,
+        typer.Option(help="NAMESPACE/NAME of the Secret with keys access_key_id and secret_access_key."),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", "-w", help="Wait for the agent's check; exit 1 if it failed.")
+    ] = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Set a cluster's backup location (Admin); the cluster's agent checks it before backups use it."""
+    import time
+
+    from styrmin.errors import StyrminError, WaitTimeoutError
+
+    with state().client() as client:
+        set_ = client.backups.set_location(
+            cluster,
+            folder=folder,
+            bucket=bucket,
+            prefix=prefix,
+            endpoint_url=endpoint_url,
+            region=region,
+            secret=secret,
+        )
+        deadline = time.monotonic() + (timeout if timeout is not None else 300)
+        while wait and set_.status == "checking":
+            if time.monotonic() > deadline:
+                raise WaitTimeoutError(
+                    f"Backup location {set_.id} of cluster {cluster} is still being checked; is its agent running?"
+                )
+            time.sleep(0.5)
+            found = client.backups.location(cluster)
+            set_ = next(loc for loc in (found.latest, found.in_use) if loc is not None and loc.id == set_.id)
+    if is_machine(output):
+        emit(set_, output)
+    else:
+        make_console().print(Group(*_location_lines("Location", set_)), soft_wrap=True)
+    if set_.status == "failed":
+        raise StyrminError(
+            f"The check of backup location {set_.id} failed; the location in use did not change."
+        )

@@ -10,19 +10,21 @@ version that took the backup.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import styrmin
+from styrmin_backend.agent.backup_storage import (
+    BackupFolder,
+    BackupStorage,
+    S3Storage,
+    StorageError,
+    storage_for,
+)
 from styrmin_backend.domain.backups import (
     CHECK_FILES_STEP,
     RECORD_FILES_STEP,
     BackupFile,
-    check_file_name,
-    missing_files,
     restore_version_step,
 )
 from styrmin_backend.domain.hooks import MODE_ORDER, Hook
@@ -32,84 +34,61 @@ if TYPE_CHECKING:
 
 # These workflows are part of the reconciliation, kept apart: they use its step and hook helpers.
 
-MAX_BACKUP_FILES = 10_000
-"""More files than this in one backup's folder is refused: archive them into fewer."""
-
-_CHUNK = 1 << 20
 LINKED_TASK_POLL_SECONDS = 0.5
-
-
-class BackupFolder:
-    """A storage location that is a folder the agent and the cluster's pods share.
-
-    On the embedded local cluster pods run on this machine, so the folder is the same path for them;
-    on a real cluster it is a hostPath or a mounted volume at the same path on the agent and the nodes.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-
-    def describe(self) -> str:
-        """The location as records and pages show it."""
-        return f"folder {self.root}"
-
-    def folder(self, key: str) -> Path:
-        """The folder of one backup's files."""
-        return self.root / key
-
-    def prepare(self, key: str) -> Path:
-        """Create the backup's folder, empty, for its actions to write into."""
-        folder = self.folder(key)
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
-
-    def files(self, key: str) -> list[BackupFile]:
-        """Every file in the backup's folder, with its size and sha256, read in chunks."""
-        folder = self.folder(key)
-        if not folder.is_dir():
-            return []
-        found: list[BackupFile] = []
-        for directory, _, names in os.walk(folder):
-            for name in sorted(names):
-                path = Path(directory) / name
-                if len(found) >= MAX_BACKUP_FILES:
-                    raise ValueError(
-                        f"The backup's folder {folder} holds more than {MAX_BACKUP_FILES} files; "
-                        "archive them into fewer."
-                    )
-                digest = hashlib.sha256()
-                size = 0
-                with path.open("rb") as stream:
-                    while chunk := stream.read(_CHUNK):
-                        digest.update(chunk)
-                        size += len(chunk)
-                relative = path.relative_to(folder).as_posix()
-                found.append(BackupFile(check_file_name(relative), size, digest.hexdigest()))
-        return sorted(found, key=lambda f: f.name)
+CREDENTIALS_SECRET = "styrmin-backup-location"  # noqa: S105 (a Secret's name)
+"""The Secret in a deployment's namespace that gives backup Jobs the bucket's keys (by reference)."""
 
 
 def _files_json(files: list[BackupFile]) -> list[dict[str, Any]]:
     return [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files]
 
 
-def _backup_context(change: dict[str, Any], folder: Path) -> dict[str, Any]:
-    return {"backup_id": int(change["backup_id"]), "backup_folder": str(folder)}
+async def _storage(reconciliation: Reconciliation, default: BackupFolder) -> BackupStorage:
+    """The storage of the change's location, its bucket's keys read from the cluster's Secret."""
+    from styrmin_backend.agent.reconciliation import StepFailed
+
+    try:
+        return await storage_for(
+            reconciliation.claim.change.get("location"), default, reconciliation.parts.cluster
+        )
+    except StorageError as error:
+        raise StepFailed(f"The backup storage location cannot be used: {error}") from None
 
 
-async def run_backup(reconciliation: Reconciliation, storage: BackupFolder) -> None:
-    """The backup hook's modes with the backup's folder ready, then the record of its files."""
+async def _backup_context(reconciliation: Reconciliation, storage: BackupStorage, key: str) -> dict[str, Any]:
+    """The GlobalContext fields of the backup and restore hooks; a bucket's keys go into a Secret."""
+    change = reconciliation.claim.change
+    context: dict[str, Any] = {
+        "backup_id": int(change["backup_id"]),
+        "backup_folder": str(storage.staging(key)),
+        "backup_env": storage.job_env(key),
+    }
+    if isinstance(storage, S3Storage):
+        await reconciliation.parts.cluster.write_secret(
+            reconciliation.namespace,
+            CREDENTIALS_SECRET,
+            storage.job_credentials(),
+            {"app.kubernetes.io/managed-by": "styrmin", "styrmin.io/deployment": reconciliation.name},
+        )
+        context["backup_env_from"] = CREDENTIALS_SECRET
+    return context
+
+
+async def run_backup(reconciliation: Reconciliation, default: BackupFolder) -> None:
+    """The backup hook's modes with the backup's folder ready, then the record (and upload) of its files."""
     from styrmin_backend.agent.reconciliation import StepFailed
 
     change = reconciliation.claim.change
     key = str(change["key"])
+    storage = await _storage(reconciliation, default)
     folder = await asyncio.to_thread(storage.prepare, key)
-    reconciliation.extra_context = _backup_context(change, folder)
+    reconciliation.extra_context = await _backup_context(reconciliation, storage, key)
     for mode in MODE_ORDER:
         await reconciliation._run_hook_mode(Hook.BACKUP, mode)
     async with reconciliation._step(RECORD_FILES_STEP):
         try:
-            files = await asyncio.to_thread(storage.files, key)
-        except ValueError as error:
+            files = await asyncio.to_thread(storage.publish, key)
+        except StorageError as error:
             raise StepFailed(str(error)) from None
         if not files:
             raise StepFailed(
@@ -119,7 +98,7 @@ async def run_backup(reconciliation: Reconciliation, storage: BackupFolder) -> N
         reconciliation._result["backup"] = {"location": storage.describe(), "files": _files_json(files)}
 
 
-async def run_restore(reconciliation: Reconciliation, storage: BackupFolder) -> None:
+async def run_restore(reconciliation: Reconciliation, default: BackupFolder) -> None:
     """Check the files, bring the version back (linked upgrade task), then the restore hook's modes."""
     from styrmin_backend.agent.reconciliation import StepFailed
 
@@ -127,12 +106,16 @@ async def run_restore(reconciliation: Reconciliation, storage: BackupFolder) -> 
     key = str(change["key"])
     app_version, driver_version = str(change["app_version"]), str(change["driver_version"])
     recorded = [BackupFile(str(f["name"]), int(f["size"]), str(f["sha256"])) for f in change["files"]]
+    storage = await _storage(reconciliation, default)
     async with reconciliation._step(CHECK_FILES_STEP):
-        found = await asyncio.to_thread(storage.files, key)
-        problems = missing_files(recorded, found)
+        try:
+            problems = await asyncio.to_thread(storage.fetch, key, recorded)
+        except StorageError as error:
+            raise StepFailed(f"Backup {change['backup_id']} cannot be restored: {error}") from None
         if problems:
+            await asyncio.to_thread(storage.finish_restore, key)
             raise StepFailed(
-                f"Backup {change['backup_id']} cannot be restored: in {storage.folder(key)}, "
+                f"Backup {change['backup_id']} cannot be restored: in {storage.where(key)}, "
                 f"{'; '.join(problems)}. Nothing was changed; choose another backup."
             )
     running = (change.get("from_app_version"), change.get("from_driver_version"))
@@ -145,9 +128,12 @@ async def run_restore(reconciliation: Reconciliation, storage: BackupFolder) -> 
         app_version=app_version,
         current_app_version=app_version,
     )
-    reconciliation.extra_context = _backup_context(change, storage.folder(key))
-    for mode in MODE_ORDER:
-        await reconciliation._run_hook_mode(Hook.RESTORE, mode)
+    reconciliation.extra_context = await _backup_context(reconciliation, storage, key)
+    try:
+        for mode in MODE_ORDER:
+            await reconciliation._run_hook_mode(Hook.RESTORE, mode)
+    finally:
+        await asyncio.to_thread(storage.finish_restore, key)
     reconciliation._result["applied"] = {"app_version": app_version, "driver_version": driver_version}
 
 

@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from styrmin_backend.actions.context import GlobalContext
-from styrmin_backend.agent.backups import BackupFolder, run_backup, run_restore
+from styrmin_backend.agent.backup_storage import BackupFolder
+from styrmin_backend.agent.backups import run_backup, run_restore
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionOutcome, ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch, prefect_unreachable_error

@@ -13,6 +13,7 @@ from styrmin_backend.api.routes import (
     agent,
     agents,
     auth,
+    backup_locations,
     backups,
     deployments,
     drivers,
@@ -45,7 +46,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     install_error_handlers(app)
 
     api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)
-    for module in (auth, users, drivers, deployments, backups, tasks, agents, agent):
+    for module in (auth, users, drivers, deployments, backups, backup_locations, tasks, agents, agent):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(health.router)

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.backup_locations import BackupLocation
 from styrmin_backend.domain.backups import (
     BackupFacts,
     BackupFile,
@@ -25,6 +26,7 @@ from styrmin_backend.domain.backups import (
 from styrmin_backend.domain.errors import InvalidInput, NotFound
 from styrmin_backend.domain.hooks import Hook
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.services import backup_locations
 from styrmin_backend.services.changes import (
     Origin,
     Recorded,
@@ -81,6 +83,7 @@ def request_backup(
         parent = session.get(TaskRow, origin.task_id)
         if parent is not None and parent.type == TaskType.UPGRADE.value:
             label = BackupLabel.PRE_UPGRADE
+    location = backup_locations.location_in_use(session, deployment.cluster)
     backup = BackupRow(
         deployment_id=deployment.id,
         deployment_name=deployment.name,
@@ -89,7 +92,8 @@ def request_backup(
         app_version=app_version,
         revision=0,
         configuration=deployment.configuration,
-        location="",
+        location=BackupLocation.from_json(location.location).describe()[:512] if location else "",
+        location_id=location.id if location else None,
         key="",
         files=[],
         status=BackupStatus.PENDING.value,
@@ -105,6 +109,7 @@ def request_backup(
         "key": backup.key,
         "driver_version": driver_version,
         "app_version": app_version,
+        "location": location.location if location else None,
     }
     task = _record_change(session, deployment, TaskType.BACKUP, spec, by, origin)
     backup.revision = task.revision or 0
@@ -127,7 +132,7 @@ def request_restore(session: Session, name: str, backup_id: int, *, by: Principa
     spec: dict[str, Any] = {
         "backup_id": backup.id,
         "key": backup.key,
-        "location": backup.location,
+        "location": backup_locations.location_json(session, backup.location_id),
         "files": backup.files,
         "driver_version": backup.driver_version,
         "app_version": backup.app_version,

@@ -189,6 +189,26 @@ class StepRow(Base):
     flow_run_id: Mapped[str | None] = mapped_column(String(64))
 
 
+class BackupLocationRow(Base):
+    """A storage location an administrator set for a cluster, and how its check went.
+
+    The newest ready row of a cluster is the location its backups use; rows are kept, as the backups
+    written to them are read from there.
+    """
+
+    __tablename__ = "backup_locations"
+    __table_args__ = (Index("ix_backup_locations_cluster_id", "cluster", "id"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    cluster: Mapped[str] = mapped_column(String(64))
+    location: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    requested_by: Mapped[str] = mapped_column(String(64))
+    requested_at: Mapped[datetime]
+    checked_at: Mapped[datetime | None]
+
+
 class BackupRow(Base):
     __tablename__ = "backups"
     __table_args__ = (Index("ix_backups_deployment_id_id", "deployment_id", "id"),)
@@ -204,6 +224,8 @@ class BackupRow(Base):
     # The storage location as the agent described it when the backup was taken, and the folder inside it.
     location: Mapped[str] = mapped_column(String(512))
     key: Mapped[str] = mapped_column(String(255))
+    # The cluster's location the backup was written to; None: the agent's own folder.
+    location_id: Mapped[int | None] = mapped_column(ForeignKey("backup_locations.id", ondelete="RESTRICT"))
     files: Mapped[list[Any]]
     status: Mapped[str] = mapped_column(String(16))
     label: Mapped[str] = mapped_column(String(16))

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse
 from styrmin_backend.domain.errors import InvalidInput
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
-from styrmin_backend.services import backups, changes
+from styrmin_backend.services import backup_locations, backups, changes
 from styrmin_backend.store.models import TaskRow
 from styrmin_backend.web._common import (
     HTMX_STOP_POLLING,
@@ -26,6 +26,7 @@ from styrmin_backend.web._common import (
     unit,
     viewer_of,
 )
+from styrmin_backend.web.pages.backup_locations import location_view
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False)
 TaskId = Annotated[int, Path(ge=1, le=2**63 - 1)]
@@ -47,6 +48,8 @@ def backups_section(request: Request, name: str) -> HTMLResponse:
             can_back_up=backups.can_back_up(session, row),
             driver=f"{row.driver_name}@{row.running_driver_version or row.driver_version}",
             polling=any(b.status in ("pending", "running") for b in found),
+            cluster=row.cluster,
+            location=location_view(backup_locations.location_in_use(session, row.cluster)),
         )
 
 
