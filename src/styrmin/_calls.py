@@ -233,6 +233,10 @@ def create_backup(name: str, started_by_step: int | None) -> Call[BackupChange]:
     return Call("POST", f"/deployments/{_seg(name)}/backups", model(BackupChange), json=body)
 
 
+def delete_backup(backup_id: int) -> Call[Change]:
+    return Call("DELETE", f"/backups/{_seg(backup_id)}", model(Change))
+
+
 def get_backup_location(cluster: str) -> Call[ClusterBackupLocation]:
     return Call("GET", f"/clusters/{_seg(cluster)}/backup-location", model(ClusterBackupLocation))
 

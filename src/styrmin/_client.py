@@ -455,6 +455,10 @@ class Backups:
         """Back up a deployment; refused (ConflictError) when its driver declares no backup action."""
         return self._client.send(calls.create_backup(deployment, started_by_step))
 
+    def delete(self, backup_id: int) -> Change:
+        """Delete a backup and its files, through a task of its deployment (Read/write)."""
+        return self._client.send(calls.delete_backup(backup_id))
+
     def location(self, cluster: str = "local") -> ClusterBackupLocation:
         """Where a cluster's backups are stored (never credentials), and a newer location being checked."""
         return self._client.send(calls.get_backup_location(cluster))

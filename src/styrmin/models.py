@@ -357,7 +357,7 @@ class Backup(_Model):
     location: str
     key: str
     files: list[BackupFile]
-    status: TaskStatus
+    status: str = Field(description="pending, running, succeeded, failed, or deleting.")
     label: str = Field(description="manual, scheduled or pre-upgrade.")
     requested_by: str
     task_id: int | None

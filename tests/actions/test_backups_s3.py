@@ -18,7 +18,7 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Namespace, Secret
 
 import styrmin
-from styrmin_backend.domain.backups import CHECK_FILES_STEP, RECORD_FILES_STEP
+from styrmin_backend.domain.backups import CHECK_FILES_STEP, DELETE_FILES_STEP, RECORD_FILES_STEP
 from styrmin_backend.testing import StyrminStack, describe
 from tests.support.drivers import EXAMPLE_DRIVER
 from tests.support.s3 import S3Server, s3_server
@@ -155,3 +155,11 @@ def test_backups_go_to_a_bucket_and_its_credentials_appear_nowhere(
     for text in seen:
         for key in keys:
             assert key not in text
+
+    deleted = stack.wait(stack.client.backups.delete(backup.id))
+
+    assert deleted.status == "succeeded", describe(deleted)
+    assert (deleted.type, [s.name for s in deleted.steps]) == ("delete-backup", [DELETE_FILES_STEP])
+    assert s3.object_keys(f"styrmin/{backup.key}/") == []
+    with pytest.raises(styrmin.NotFoundError):
+        stack.client.backups.get(backup.id)

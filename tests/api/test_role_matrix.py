@@ -52,6 +52,7 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/deployments/{name}/backups"): Role.READ_WRITE,
     ("POST", "/api/v1/deployments/{name}/restore"): Role.READ_WRITE,
     ("GET", "/api/v1/backups/{backup_id}"): ANY,
+    ("DELETE", "/api/v1/backups/{backup_id}"): Role.READ_WRITE,
     ("GET", "/api/v1/clusters/{cluster}/backup-location"): ANY,
     ("PUT", "/api/v1/clusters/{cluster}/backup-location"): Role.ADMIN,
     ("POST", "/api/v1/agents"): Role.ADMIN,

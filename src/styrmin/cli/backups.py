@@ -36,7 +36,7 @@ def backups_table(backups: Sequence[Backup]) -> Group:
     for b in backups:
         table.add_row(
             str(b.id),
-            status(b.status.value),
+            status(str(b.status)),
             clean(b.label),
             clean(b.app_version),
             f"{clean(b.driver)}@{clean(b.driver_version)}",
@@ -51,7 +51,7 @@ def backup_detail(b: Backup) -> Group:
     parts: list[RenderableType] = [
         _field("Backup", str(b.id)),
         _field("Deployment", b.deployment),
-        _field("Status", status(b.status.value)),
+        _field("Status", status(str(b.status))),
         _field("Label", b.label),
         _field("Driver", f"{b.driver}@{b.driver_version}"),
         _field("App version", b.app_version),
@@ -149,6 +149,20 @@ def location_detail(found: ClusterBackupLocation) -> Group:
     if found.latest is not None:
         parts += _location_lines("Newer", found.latest)
     return Group(*parts)
+
+
+@app.command()
+@handle_errors
+def delete(
+    backup_id: BackupArgument,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Delete a backup: a task of its deployment deletes its files, then the backup is gone."""
+    with state().client() as client:
+        change = client.backups.delete(backup_id)
+        finish_change(client, f"Deleting backup {backup_id} of", change, wait, timeout, output)
 
 
 @app.command()

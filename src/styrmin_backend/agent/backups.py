@@ -23,6 +23,7 @@ from styrmin_backend.agent.backup_storage import (
 )
 from styrmin_backend.domain.backups import (
     CHECK_FILES_STEP,
+    DELETE_FILES_STEP,
     RECORD_FILES_STEP,
     BackupFile,
     restore_version_step,
@@ -159,3 +160,17 @@ async def _upgrade_linked(
             f"Task {task.id} (upgrade to application version {app_version}, driver {driver_version}) "
             f"failed: {task.error or 'no error given'}"
         )
+
+
+async def run_backup_delete(reconciliation: Reconciliation, default: BackupFolder) -> None:
+    """Delete a backup's files from the storage location it was written to."""
+    from styrmin_backend.agent.reconciliation import StepFailed
+
+    key = str(reconciliation.claim.change["key"])
+    async with reconciliation._step(DELETE_FILES_STEP):
+        storage = await _storage(reconciliation, default)
+        try:
+            await asyncio.to_thread(storage.delete, key)
+        except StorageError as error:
+            raise StepFailed(str(error)) from None
+        reconciliation._result["deleted"] = {"location": storage.describe(), "key": key}

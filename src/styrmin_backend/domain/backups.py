@@ -24,6 +24,9 @@ CHECK_FILES_STEP = "Check the backup's files"
 RECORD_FILES_STEP = "Record the backup's files"
 """The backup's last step: the name, size and sha256 of each file its actions wrote."""
 
+DELETE_FILES_STEP = "Delete the backup's files"
+"""The one step of a backup's deletion: its files go from the storage location."""
+
 
 def restore_version_step(app_version: str) -> str:
     """The restore step that brings the chart back to the backup's application version.
@@ -41,6 +44,7 @@ class BackupStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    DELETING = "deleting"
 
 
 class BackupLabel(StrEnum):
@@ -154,3 +158,14 @@ def missing_files(recorded: Iterable[BackupFile], found: Iterable[BackupFile]) -
         elif there.sha256 != wanted.sha256:
             problems.append(f"{wanted.name} has another sha256 than the backup recorded")
     return problems
+
+
+def check_can_delete(backup_id: int, status: BackupStatus) -> None:
+    """Refuse to delete a backup that is still being taken, or already being deleted."""
+    if status in (BackupStatus.PENDING, BackupStatus.RUNNING):
+        raise Conflict(
+            f"Backup {backup_id} is still being taken ({status.value}); wait for its task to end, then delete it.",
+            field="backup_id",
+        )
+    if status is BackupStatus.DELETING:
+        raise Conflict(f"Backup {backup_id} is already being deleted.", field="backup_id")

@@ -21,6 +21,7 @@ from styrmin_backend.domain.backups import (
     BackupStatus,
     backup_key,
     check_can_back_up,
+    check_can_delete,
     check_can_restore,
 )
 from styrmin_backend.domain.errors import InvalidInput, NotFound
@@ -36,7 +37,7 @@ from styrmin_backend.services.changes import (
 )
 from styrmin_backend.services.drivers import get_driver_row, stored_spec
 from styrmin_backend.services.principal import Principal
-from styrmin_backend.store.models import BackupRow, DeploymentRow, DriverRow, TaskRow
+from styrmin_backend.store.models import BackupRow, ChangeRow, DeploymentRow, DriverRow, TaskRow
 
 BACKUP_RESULT_KEY = "backup"
 """Where the agent puts the backup's location and files in a backup task's result."""
@@ -146,6 +147,23 @@ def request_restore(session: Session, name: str, backup_id: int, *, by: Principa
     return Recorded(deployment, _record_change(session, deployment, TaskType.RESTORE, spec, by, None))
 
 
+def request_backup_delete(session: Session, backup_id: int, *, by: Principal) -> Recorded:
+    """Record the deletion of backup ``backup_id``: a task of its deployment deletes its files, then
+    its row goes. Refused while the backup is being taken or deleted."""
+    backup = get_backup(session, backup_id)
+    status = BackupStatus(backup.status)
+    check_can_delete(backup.id, status)
+    deployment = _get_changeable(session, backup.deployment_name)
+    spec: dict[str, Any] = {
+        "backup_id": backup.id,
+        "key": backup.key,
+        "location": backup_locations.location_json(session, backup.location_id),
+        "status_before": status.value,
+    }
+    backup.status = BackupStatus.DELETING.value
+    return Recorded(deployment, _record_change(session, deployment, TaskType.DELETE_BACKUP, spec, by, None))
+
+
 def list_backups(session: Session, name: str) -> list[BackupRow]:
     """The backups of deployment ``name``, newest first."""
     deployment = get_deployment(session, name)
@@ -195,7 +213,11 @@ def record_backup_start(session: Session, task: TaskRow) -> None:
 
 
 def record_backup_end(session: Session, task: TaskRow) -> None:
-    """Copy how a backup task ended (status, location, files, error) onto its backup's row."""
+    """Copy how a backup task ended (status, location, files, error) onto its backup's row; once a
+    backup's deletion succeeded, remove its row (a failed one leaves it as it was, with the error)."""
+    if task.type == TaskType.DELETE_BACKUP.value:
+        _record_delete_end(session, task)
+        return
     backup = _backup_of(session, task)
     if backup is None:
         return
@@ -206,6 +228,19 @@ def record_backup_end(session: Session, task: TaskRow) -> None:
     backup.error = task.error
     succeeded = task.status == TaskStatus.SUCCEEDED.value
     backup.status = (BackupStatus.SUCCEEDED if succeeded else BackupStatus.FAILED).value
+
+
+def _record_delete_end(session: Session, task: TaskRow) -> None:
+    change = session.get(ChangeRow, task.change_id) if task.change_id else None
+    spec = change.spec if change is not None else {}
+    backup = session.get(BackupRow, int(spec.get("backup_id") or 0))
+    if backup is None:
+        return
+    if task.status == TaskStatus.SUCCEEDED.value:
+        session.delete(backup)
+    else:
+        backup.status = str(spec.get("status_before") or BackupStatus.FAILED.value)
+        backup.error = f"Deleting it failed (task {task.id}): {task.error or 'no error given'}"
 
 
 def _backup_of(session: Session, task: TaskRow) -> BackupRow | None:

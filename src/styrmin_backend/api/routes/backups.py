@@ -109,6 +109,17 @@ def get_backup(backup_id: BackupId, db: Db, _: Reader) -> BackupOut:
     return BackupOut.of(backups.get_backup(db, backup_id))
 
 
+@router.delete("/backups/{backup_id}", response_model=ChangeOut, status_code=202)
+def delete_backup(backup_id: BackupId, db: Db, principal: Writer) -> ChangeOut:
+    """Delete a backup: a task of its deployment deletes its files from the storage location, then the
+    backup is gone. Refused (409) while it is being taken or deleted."""
+    recorded = backups.request_backup_delete(db, backup_id, by=principal)
+    return ChangeOut(
+        deployment=DeploymentOut.of(recorded.deployment),
+        task=TaskSummary.of(recorded.task) if recorded.task else None,
+    )
+
+
 @router.post("/deployments/{name}/restore", response_model=ChangeOut, status_code=202)
 def restore_backup(name: DeploymentName, body: RestoreRequest, db: Db, principal: Writer) -> ChangeOut:
     """Restore a backup: the application goes back to the backup's version, then the driver's restore

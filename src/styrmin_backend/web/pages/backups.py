@@ -47,7 +47,7 @@ def backups_section(request: Request, name: str) -> HTMLResponse:
             backups=found,
             can_back_up=backups.can_back_up(session, row),
             driver=f"{row.driver_name}@{row.running_driver_version or row.driver_version}",
-            polling=any(b.status in ("pending", "running") for b in found),
+            polling=any(b.status in ("pending", "running", "deleting") for b in found),
             cluster=row.cluster,
             location=location_view(backup_locations.location_in_use(session, row.cluster)),
         )
@@ -113,6 +113,39 @@ def restore(request: Request, name: str, form: Form) -> Response:
         action=f"/deployments/{name}/restore",
         hidden={"backup_id": backup_id},
         button=f"Restore backup {backup_id}",
+        cancel=f"/deployments/{name}",
+        danger=True,
+    )
+
+
+@router.post("/backups/{backup_id}/delete")
+def delete_backup(request: Request, backup_id: TaskId, form: Form) -> Response:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+    if text(form, "confirmed") == "yes":
+        with unit(request) as session:
+            recorded = backups.request_backup_delete(session, backup_id, by=viewer.principal)
+            task_id = recorded.task.id if recorded.task else None
+        return see_other(f"/tasks/{task_id}")
+    with dry_run(request) as session:
+        recorded = backups.request_backup_delete(session, backup_id, by=viewer.principal)
+        name = recorded.deployment.name
+        backup = backups.get_backup(session, backup_id)
+        taken = backup.created_at.strftime("%Y-%m-%d %H:%M UTC")
+        location = backup.location or "the agent's own folder"
+        version = backup.app_version
+    return confirm_page(
+        request,
+        viewer,
+        title=f'Delete backup {backup_id} of "{name}"?',
+        lines=[
+            f"Backup {backup_id} was taken at application version {version} on {taken}.",
+            f"Its files are deleted from {location}; it can no longer be restored.",
+        ],
+        action=f"/backups/{backup_id}/delete",
+        hidden={},
+        button=f"Delete backup {backup_id}",
         cancel=f"/deployments/{name}",
         danger=True,
     )
