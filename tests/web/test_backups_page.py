@@ -165,7 +165,9 @@ def test_delete_a_backup_from_the_page_after_a_confirmation(web: Stack) -> None:
     assert f'Delete backup {backup_id} of "shop"?' in html.unescape(confirm.text)
     assert "it can no longer be restored" in confirm.text
     with web.session() as session:
-        assert backups.get_backup(session, backup_id).status == "succeeded"  # the confirmation changed nothing
+        assert (
+            backups.get_backup(session, backup_id).status == "succeeded"
+        )  # the confirmation changed nothing
     deleted = web.client.post(
         f"/backups/{backup_id}/delete", data={"csrf_token": csrf, "confirmed": "yes"}, follow_redirects=False
     )
