@@ -18,6 +18,7 @@ from styrmin.models import (
     Backup,
     BackupChange,
     BackupLocation,
+    BackupSchedule,
     Change,
     ClusterBackupLocation,
     Configuration,
@@ -235,6 +236,21 @@ def create_backup(name: str, started_by_step: int | None) -> Call[BackupChange]:
 
 def delete_backup(backup_id: int) -> Call[Change]:
     return Call("DELETE", f"/backups/{_seg(backup_id)}", model(Change))
+
+
+def get_backup_schedule(name: str) -> Call[BackupSchedule]:
+    return Call("GET", f"/deployments/{_seg(name)}/backup-schedule", model(BackupSchedule))
+
+
+def set_backup_schedule(
+    name: str, cron: str, keep_count: int | None, keep_days: int | None
+) -> Call[BackupSchedule]:
+    body = {"cron": cron, "keep_count": keep_count, "keep_days": keep_days}
+    return Call("PUT", f"/deployments/{_seg(name)}/backup-schedule", model(BackupSchedule), json=body)
+
+
+def remove_backup_schedule(name: str) -> Call[None]:
+    return Call("DELETE", f"/deployments/{_seg(name)}/backup-schedule", no_content)
 
 
 def get_backup_location(cluster: str) -> Call[ClusterBackupLocation]:

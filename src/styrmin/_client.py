@@ -33,6 +33,7 @@ from styrmin.models import (
     Backup,
     BackupChange,
     BackupLocation,
+    BackupSchedule,
     Change,
     ClusterBackupLocation,
     Configuration,
@@ -458,6 +459,20 @@ class Backups:
     def delete(self, backup_id: int) -> Change:
         """Delete a backup and its files, through a task of its deployment (Read/write)."""
         return self._client.send(calls.delete_backup(backup_id))
+
+    def schedule(self, deployment: str) -> BackupSchedule:
+        """The deployment's backup schedule; NotFoundError when it has none."""
+        return self._client.send(calls.get_backup_schedule(deployment))
+
+    def set_schedule(
+        self, deployment: str, cron: str, *, keep_count: int | None = None, keep_days: int | None = None
+    ) -> BackupSchedule:
+        """Back up on a cron schedule (UTC), keeping ``keep_count`` scheduled backups and/or ``keep_days``."""
+        return self._client.send(calls.set_backup_schedule(deployment, cron, keep_count, keep_days))
+
+    def remove_schedule(self, deployment: str) -> None:
+        """Stop taking scheduled backups of the deployment (its backups stay)."""
+        self._client.send(calls.remove_backup_schedule(deployment))
 
     def location(self, cluster: str = "local") -> ClusterBackupLocation:
         """Where a cluster's backups are stored (never credentials), and a newer location being checked."""

@@ -305,6 +305,7 @@ __all__ = [
     "BackupChange",
     "BackupFile",
     "BackupLocation",
+    "BackupSchedule",
     "Change",
     "ClusterBackupLocation",
     "Configuration",
@@ -394,6 +395,20 @@ class BackupLocation(_Model):
     requested_by: str
     requested_at: Time
     checked_at: Time | None = None
+
+
+class BackupSchedule(_Model):
+    """A deployment's backup schedule: a cron expression (UTC) and which scheduled backups to keep."""
+
+    deployment: str
+    cron: str
+    keep_count: int | None = None
+    keep_days: int | None = None
+    next_run_at: Time
+    last_started_at: Time | None = None
+    last_error: str | None = None
+    updated_by: str
+    updated_at: Time
 
 
 class ClusterBackupLocation(_Model):

@@ -209,3 +209,25 @@ def test_everyone_sees_where_backups_go_and_only_an_admin_sets_it(web: Stack) ->
         "/clusters/local/backup-location", data={"csrf_token": csrf, "kind": "folder", "folder": "/srv"}
     )
     assert refused.status_code == 403
+
+
+def test_set_and_remove_a_backup_schedule_from_the_page(web: Stack) -> None:
+    _deploy_with_actions(web)
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    assert "No backup schedule." in web.client.get("/deployments/shop/backups").text
+
+    bad = web.client.post(
+        "/deployments/shop/backup-schedule", data={"csrf_token": csrf, "cron": "61 * * * *"}
+    )
+    assert bad.status_code == 422
+    saved = web.client.post(
+        "/deployments/shop/backup-schedule",
+        data={"csrf_token": csrf, "cron": "0 3 * * *", "keep_count": "7", "keep_days": ""},
+        follow_redirects=False,
+    )
+
+    assert saved.status_code == 303
+    section = web.client.get("/deployments/shop/backups").text
+    assert "Scheduled: <code>0 3 * * *</code> (UTC)" in section and "keeps the newest 7" in section
+    web.client.post("/deployments/shop/backup-schedule", data={"csrf_token": csrf, "remove": "yes"})
+    assert "No backup schedule." in web.client.get("/deployments/shop/backups").text

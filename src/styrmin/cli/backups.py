@@ -15,7 +15,7 @@ from styrmin.cli.progress import finish_change
 from styrmin.cli.render import _field, _table, age, clean, status, when
 
 if TYPE_CHECKING:  # the models load only when a command runs, so --help starts fast
-    from styrmin.models import Backup, BackupLocation, ClusterBackupLocation
+    from styrmin.models import Backup, BackupLocation, BackupSchedule, ClusterBackupLocation
 
 app = typer.Typer(help="Backups of deployments: take one, list them, show one.", no_args_is_help=True)
 
@@ -230,3 +230,63 @@ def set_location(
         raise StyrminError(
             f"The check of backup location {set_.id} failed; the location in use did not change."
         )
+
+
+def schedule_detail(s: BackupSchedule) -> Group:
+    keep = []
+    if s.keep_count is not None:
+        keep.append(f"the newest {s.keep_count}")
+    if s.keep_days is not None:
+        keep.append(f"those younger than {s.keep_days} days")
+    parts: list[RenderableType] = [
+        _field("Deployment", s.deployment),
+        _field("Cron (UTC)", s.cron),
+        _field("Keeps", " and ".join(keep) + " (scheduled backups)" if keep else "every backup"),
+        _field("Next backup", when(s.next_run_at)),
+        _field("Last started", when(s.last_started_at)),
+        _field("Set by", s.updated_by),
+    ]
+    if s.last_error:
+        parts.append(_field("Error", s.last_error))
+    return Group(*parts)
+
+
+@app.command()
+@handle_errors
+def schedule(deployment: DeploymentArgument, output: OutputOption = OutputFormat.TEXT) -> None:
+    """Show a deployment's backup schedule and retention."""
+    with state().client() as client:
+        found = client.backups.schedule(deployment)
+    if is_machine(output):
+        emit(found, output)
+    else:
+        make_console().print(schedule_detail(found), soft_wrap=True)
+
+
+@app.command("set-schedule")
+@handle_errors
+def set_schedule(
+    deployment: DeploymentArgument,
+    cron: Annotated[str, typer.Option(help="When, as five cron fields in UTC, e.g. '0 3 * * *'.")],
+    keep_count: Annotated[int | None, typer.Option(help="Keep this many scheduled backups.", min=1)] = None,
+    keep_days: Annotated[
+        int | None, typer.Option(help="Delete scheduled backups older than this.", min=1)
+    ] = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Back up a deployment on a schedule; older scheduled backups are deleted by the retention given."""
+    with state().client() as client:
+        found = client.backups.set_schedule(deployment, cron, keep_count=keep_count, keep_days=keep_days)
+    if is_machine(output):
+        emit(found, output)
+    else:
+        make_console().print(schedule_detail(found), soft_wrap=True)
+
+
+@app.command("remove-schedule")
+@handle_errors
+def remove_schedule(deployment: DeploymentArgument) -> None:
+    """Stop taking scheduled backups of a deployment (the backups taken stay)."""
+    with state().client() as client:
+        client.backups.remove_schedule(deployment)
+    make_console().print(f"Removed the backup schedule of {clean(deployment)}.", soft_wrap=True)

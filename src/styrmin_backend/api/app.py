@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
 from sqlalchemy import Engine
@@ -26,10 +31,13 @@ from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory
 from styrmin_backend.web import install_web
 
+log = logging.getLogger("styrmin.schedules")
+
 
 def create_app(settings: Settings, engine: Engine) -> FastAPI:
     """The server's app on a migrated database ``engine``."""
     app = FastAPI(
+        lifespan=_run_schedules_periodically,
         title="Styrmin",
         version="0.1.0",
         description="Deploy and upgrade applications on Kubernetes.",
@@ -53,3 +61,34 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     install_web(app)
     app.add_middleware(RequestMetrics)
     return app
+
+
+@asynccontextmanager
+async def _run_schedules_periodically(app: FastAPI) -> AsyncIterator[None]:
+    """While the server serves: start due scheduled backups and prune old ones, every so often."""
+    from fastapi.concurrency import run_in_threadpool
+
+    from styrmin_backend.services import backup_schedules
+    from styrmin_backend.store.db import transaction
+
+    def tick() -> None:
+        with transaction(app.state.session_factory) as session:
+            started, pruned = backup_schedules.run_schedules(session)
+        if started or pruned:
+            log.info("Scheduled backups started: %s; pruned: %s", started, pruned)
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(app.state.settings.schedule_seconds)
+            try:
+                await run_in_threadpool(tick)
+            except Exception:  # a busy database must not stop the schedules
+                log.exception("Running the backup schedules failed; trying again later")
+
+    running = asyncio.create_task(loop(), name="backup-schedules")
+    try:
+        yield
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running

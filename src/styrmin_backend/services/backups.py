@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
@@ -24,7 +24,7 @@ from styrmin_backend.domain.backups import (
     check_can_delete,
     check_can_restore,
 )
-from styrmin_backend.domain.errors import InvalidInput, NotFound
+from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound
 from styrmin_backend.domain.hooks import Hook
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services import backup_locations
@@ -160,7 +160,16 @@ def request_backup_delete(session: Session, backup_id: int, *, by: Principal) ->
         "location": backup_locations.location_json(session, backup.location_id),
         "status_before": status.value,
     }
-    backup.status = BackupStatus.DELETING.value
+    # Claimed with a check of its status, so that of two servers pruning at once only one deletes it.
+    claimed = session.execute(
+        update(BackupRow)
+        .where(BackupRow.id == backup.id, BackupRow.status == status.value)
+        .values(status=BackupStatus.DELETING.value)
+        .execution_options(synchronize_session=False)
+    )
+    if claimed.rowcount != 1:  # type: ignore[attr-defined]
+        raise Conflict(f"Backup {backup.id} is already being deleted.", field="backup_id")
+    session.refresh(backup)
     return Recorded(deployment, _record_change(session, deployment, TaskType.DELETE_BACKUP, spec, by, None))
 
 

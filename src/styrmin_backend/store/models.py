@@ -209,6 +209,25 @@ class BackupLocationRow(Base):
     checked_at: Mapped[datetime | None]
 
 
+class BackupScheduleRow(Base):
+    """A deployment's backup schedule: when to take a backup and which scheduled ones to keep."""
+
+    __tablename__ = "backup_schedules"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), unique=True)
+    cron: Mapped[str] = mapped_column(String(100))
+    keep_count: Mapped[int | None] = mapped_column(Integer)
+    keep_days: Mapped[int | None] = mapped_column(Integer)
+    # Moved forward by the server that starts the due backup, in the same statement that checks it:
+    # of several servers, only one sees its update apply.
+    next_run_at: Mapped[datetime] = mapped_column(index=True)
+    last_started_at: Mapped[datetime | None]
+    last_error: Mapped[str | None] = mapped_column(Text)
+    updated_by: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime]
+
+
 class BackupRow(Base):
     __tablename__ = "backups"
     __table_args__ = (Index("ix_backups_deployment_id_id", "deployment_id", "id"),)

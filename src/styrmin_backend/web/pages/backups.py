@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse
 from styrmin_backend.domain.errors import InvalidInput
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
-from styrmin_backend.services import backup_locations, backups, changes
+from styrmin_backend.services import backup_locations, backup_schedules, backups, changes
 from styrmin_backend.store.models import TaskRow
 from styrmin_backend.web._common import (
     HTMX_STOP_POLLING,
@@ -49,6 +49,7 @@ def backups_section(request: Request, name: str) -> HTMLResponse:
             driver=f"{row.driver_name}@{row.running_driver_version or row.driver_version}",
             polling=any(b.status in ("pending", "running", "deleting") for b in found),
             cluster=row.cluster,
+            schedule=backup_schedules.get_schedule(session, name),
             location=location_view(backup_locations.location_in_use(session, row.cluster)),
         )
 
@@ -149,6 +150,27 @@ def delete_backup(request: Request, backup_id: TaskId, form: Form) -> Response:
         cancel=f"/deployments/{name}",
         danger=True,
     )
+
+
+@router.post("/deployments/{name}/backup-schedule")
+def set_schedule(request: Request, name: str, form: Form) -> Response:
+    """Set or remove the deployment's backup schedule from the Backups section."""
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+        if text(form, "remove") == "yes":
+            backup_schedules.remove_schedule(session, name)
+        else:
+            keep = {}
+            for field in ("keep_count", "keep_days"):
+                raw = text(form, field).strip()
+                if raw and not raw.isdigit():
+                    raise InvalidInput(f'"{raw}" is not a whole number.', field=field)
+                keep[field] = int(raw) if raw else None
+            backup_schedules.set_schedule(
+                session, name, cron=text(form, "cron").strip(), by=viewer.principal, **keep
+            )
+    return see_other(f"/deployments/{name}#backups")
 
 
 @router.get("/tasks/{task_id}/way-back")
