@@ -17,7 +17,10 @@ from styrmin.models import (
     AgentKey,
     Backup,
     BackupChange,
+    BackupLocation,
+    BackupSchedule,
     Change,
+    ClusterBackupLocation,
     Configuration,
     Deployment,
     Driver,
@@ -229,6 +232,34 @@ def get_backup(backup_id: int) -> Call[Backup]:
 def create_backup(name: str, started_by_step: int | None) -> Call[BackupChange]:
     body = _with_origin({}, started_by_step)
     return Call("POST", f"/deployments/{_seg(name)}/backups", model(BackupChange), json=body)
+
+
+def delete_backup(backup_id: int) -> Call[Change]:
+    return Call("DELETE", f"/backups/{_seg(backup_id)}", model(Change))
+
+
+def get_backup_schedule(name: str) -> Call[BackupSchedule]:
+    return Call("GET", f"/deployments/{_seg(name)}/backup-schedule", model(BackupSchedule))
+
+
+def set_backup_schedule(
+    name: str, cron: str, keep_count: int | None, keep_days: int | None
+) -> Call[BackupSchedule]:
+    body = {"cron": cron, "keep_count": keep_count, "keep_days": keep_days}
+    return Call("PUT", f"/deployments/{_seg(name)}/backup-schedule", model(BackupSchedule), json=body)
+
+
+def remove_backup_schedule(name: str) -> Call[None]:
+    return Call("DELETE", f"/deployments/{_seg(name)}/backup-schedule", no_content)
+
+
+def get_backup_location(cluster: str) -> Call[ClusterBackupLocation]:
+    return Call("GET", f"/clusters/{_seg(cluster)}/backup-location", model(ClusterBackupLocation))
+
+
+def set_backup_location(cluster: str, body: dict[str, Any]) -> Call[BackupLocation]:
+    sent = {key: value for key, value in body.items() if value is not None}
+    return Call("PUT", f"/clusters/{_seg(cluster)}/backup-location", model(BackupLocation), json=sent)
 
 
 def restore_deployment(name: str, backup_id: int) -> Call[Change]:

@@ -32,7 +32,10 @@ from styrmin.models import (
     AgentKey,
     Backup,
     BackupChange,
+    BackupLocation,
+    BackupSchedule,
     Change,
+    ClusterBackupLocation,
     Configuration,
     Deployment,
     Driver,
@@ -452,3 +455,50 @@ class Backups:
     def create(self, deployment: str, *, started_by_step: int | None = None) -> BackupChange:
         """Back up a deployment; refused (ConflictError) when its driver declares no backup action."""
         return self._client.send(calls.create_backup(deployment, started_by_step))
+
+    def delete(self, backup_id: int) -> Change:
+        """Delete a backup and its files, through a task of its deployment (Read/write)."""
+        return self._client.send(calls.delete_backup(backup_id))
+
+    def schedule(self, deployment: str) -> BackupSchedule:
+        """The deployment's backup schedule; NotFoundError when it has none."""
+        return self._client.send(calls.get_backup_schedule(deployment))
+
+    def set_schedule(
+        self, deployment: str, cron: str, *, keep_count: int | None = None, keep_days: int | None = None
+    ) -> BackupSchedule:
+        """Back up on a cron schedule (UTC), keeping ``keep_count`` scheduled backups and/or ``keep_days``."""
+        return self._client.send(calls.set_backup_schedule(deployment, cron, keep_count, keep_days))
+
+    def remove_schedule(self, deployment: str) -> None:
+        """Stop taking scheduled backups of the deployment (its backups stay)."""
+        self._client.send(calls.remove_backup_schedule(deployment))
+
+    def location(self, cluster: str = "local") -> ClusterBackupLocation:
+        """Where a cluster's backups are stored (never credentials), and a newer location being checked."""
+        return self._client.send(calls.get_backup_location(cluster))
+
+    def set_location(
+        self,
+        cluster: str = "local",
+        *,
+        folder: str | None = None,
+        bucket: str | None = None,
+        prefix: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        secret: str | None = None,
+    ) -> BackupLocation:
+        """Set a cluster's backup location (Admin): a ``folder``, or a ``bucket`` with ``prefix`` whose
+        credentials are in Kubernetes Secret ``secret`` (NAMESPACE/NAME). Its agent checks it before
+        backups use it: read ``location(cluster)`` until it is ready or failed."""
+        body = {
+            "kind": "s3" if bucket is not None else "folder",
+            "folder": folder,
+            "bucket": bucket,
+            "prefix": prefix,
+            "endpoint_url": endpoint_url,
+            "region": region,
+            "secret": secret,
+        }
+        return self._client.send(calls.set_backup_location(cluster, body))

@@ -301,7 +301,13 @@ def _duration(started: datetime | None, ended: datetime | None) -> timedelta | N
 
 
 __all__ = [
+    "Backup",
+    "BackupChange",
+    "BackupFile",
+    "BackupLocation",
+    "BackupSchedule",
     "Change",
+    "ClusterBackupLocation",
     "Configuration",
     "Deployment",
     "DeploymentStatus",
@@ -352,7 +358,7 @@ class Backup(_Model):
     location: str
     key: str
     files: list[BackupFile]
-    status: TaskStatus
+    status: str = Field(description="pending, running, succeeded, failed, or deleting.")
     label: str = Field(description="manual, scheduled or pre-upgrade.")
     requested_by: str
     task_id: int | None
@@ -367,3 +373,47 @@ class BackupChange(_Model):
     backup: Backup
     deployment: Deployment
     task: TaskSummary
+
+
+class BackupLocation(_Model):
+    """A backup storage location an administrator set for a cluster: where, never credentials."""
+
+    id: int
+    cluster: str
+    kind: str = Field(description="folder or s3.")
+    description: str
+    folder: str | None = None
+    bucket: str | None = None
+    prefix: str = ""
+    endpoint_url: str | None = None
+    region: str | None = None
+    secret: str | None = Field(
+        default=None, description="NAMESPACE/NAME of the Secret holding the credentials."
+    )
+    status: str = Field(description="checking, ready or failed.")
+    error: str | None = None
+    requested_by: str
+    requested_at: Time
+    checked_at: Time | None = None
+
+
+class BackupSchedule(_Model):
+    """A deployment's backup schedule: a cron expression (UTC) and which scheduled backups to keep."""
+
+    deployment: str
+    cron: str
+    keep_count: int | None = None
+    keep_days: int | None = None
+    next_run_at: Time
+    last_started_at: Time | None = None
+    last_error: str | None = None
+    updated_by: str
+    updated_at: Time
+
+
+class ClusterBackupLocation(_Model):
+    """Where a cluster's backups go now (None: its agent's own folder), and a newer location not in use."""
+
+    cluster: str
+    in_use: BackupLocation | None = None
+    latest: BackupLocation | None = None

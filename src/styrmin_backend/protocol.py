@@ -80,12 +80,20 @@ class DeleteChange(_Change):
     type: Literal[TaskType.DELETE] = TaskType.DELETE
 
 
+_LOCATION = Field(
+    default=None,
+    description="The backup storage location (a folder, or a bucket with only the reference of the Secret "
+    "holding its keys); null: the agent's own folder.",
+)
+
+
 class BackupChange(_Change):
-    """Run the backup hook into the backup's folder, then record its files."""
+    """Run the backup hook into the backup's folder, then record (and upload) its files."""
 
     type: Literal[TaskType.BACKUP] = TaskType.BACKUP
     backup_id: int
-    key: str = Field(description="The backup's folder name in the agent's backup storage.")
+    key: str = Field(description="The backup's folder name in the backup storage location.")
+    location: dict[str, Any] | None = _LOCATION
 
 
 class BackupFileRecord(BaseModel):
@@ -99,16 +107,29 @@ class BackupFileRecord(BaseModel):
 class RestoreChange(_Change):
     """Check a backup's files, bring the backup's version back, then run the restore hook.
 
-    Its target is the backup's versions.
+    Its target is the backup's versions and configuration.
     """
 
     type: Literal[TaskType.RESTORE] = TaskType.RESTORE
     backup_id: int
     key: str
-    location: str
+    location: dict[str, Any] | None = _LOCATION
     files: list[BackupFileRecord]
     from_app_version: str
     from_driver_version: str
+    restores_configuration: bool = Field(
+        default=False, description="Whether the deployment's configuration differs from the backup's."
+    )
+
+
+class DeleteBackupChange(_Change):
+    """Delete a backup's files from the location they were written to."""
+
+    type: Literal[TaskType.DELETE_BACKUP] = TaskType.DELETE_BACKUP
+    backup_id: int
+    key: str
+    location: dict[str, Any] | None = _LOCATION
+    status_before: str = Field(description="The backup's status before its deletion was requested.")
 
 
 Change = Annotated[
@@ -119,7 +140,8 @@ Change = Annotated[
     | StartChange
     | DeleteChange
     | BackupChange
-    | RestoreChange,
+    | RestoreChange
+    | DeleteBackupChange,
     Field(discriminator="type"),
 ]
 """A claimed change, by its type."""
@@ -185,6 +207,15 @@ class BackupRecord(BaseModel):
     files: list[BackupFileRecord] = Field(max_length=10_000)
 
 
+class DeletedBackup(BaseModel):
+    """Which backup's files a deletion removed, and from where."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    location: Annotated[str, StringConstraints(max_length=512)]
+    key: Annotated[str, StringConstraints(max_length=512)]
+
+
 class TaskResult(BaseModel):
     """What a task the agent ran did, as it reports it when the task ends."""
 
@@ -194,6 +225,7 @@ class TaskResult(BaseModel):
         default=None, description="The versions applied to the cluster; absent when none were."
     )
     backup: BackupRecord | None = Field(default=None, description="A backup task's files.")
+    deleted: DeletedBackup | None = Field(default=None, description="A backup deletion's files.")
 
     def as_json(self) -> dict[str, Any]:
         """The result as stored on the task (absent parts left out)."""

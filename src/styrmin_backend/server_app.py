@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Engine
 
 from styrmin_backend.api import install_api
 from styrmin_backend.metrics import RequestMetrics, server_registry
+from styrmin_backend.services import backup_schedules
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.claim_wakeups import ClaimWakeups
-from styrmin_backend.store.db import make_session_factory
+from styrmin_backend.store.db import make_session_factory, transaction
 from styrmin_backend.web import install_web
 
 
@@ -22,7 +27,8 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with _run_schedules_periodically(app):
+            yield
         app.state.claim_wakeups.close()
 
     app = FastAPI(
@@ -46,3 +52,33 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     install_web(app)
     app.add_middleware(RequestMetrics)
     return app
+
+
+log = logging.getLogger("styrmin.schedules")
+
+
+@asynccontextmanager
+async def _run_schedules_periodically(app: FastAPI) -> AsyncIterator[None]:
+    """While the server serves: start due scheduled backups and prune old ones, every so often."""
+
+    def tick() -> None:
+        with transaction(app.state.session_factory) as session:
+            started, pruned = backup_schedules.run_schedules(session)
+        if started or pruned:
+            log.info("Scheduled backups started: %s; pruned: %s", started, pruned)
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(app.state.settings.schedule_seconds)
+            try:
+                await run_in_threadpool(tick)
+            except Exception:  # a busy database must not stop the schedules
+                log.exception("Running the backup schedules failed; trying again later")
+
+    running = asyncio.create_task(loop(), name="backup-schedules")
+    try:
+        yield
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running

@@ -55,6 +55,13 @@ class Settings(BaseSettings):
         description="Log lines as text, or one JSON object a line (json) for a log collector; "
         "the agent follows it too. Secrets are redacted either way.",
     )
+    schedule_seconds: float = Field(
+        default=15,
+        gt=0,
+        le=3600,
+        description="How often the server starts due scheduled backups and prunes old ones (each server; "
+        "a due backup starts once whatever the number of servers).",
+    )
     shutdown_grace_seconds: float = Field(
         default=10,
         ge=0,

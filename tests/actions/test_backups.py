@@ -96,6 +96,40 @@ def test_restore_brings_the_data_and_the_version_back(styrmin_stack: StyrminStac
     )
 
 
+def _server_env(stack: StyrminStack, name: str) -> dict[str, str]:
+    server = stack.kube.get(Deployment, f"{name}-server", namespace=name)
+    assert server.spec is not None and server.spec.template.spec is not None
+    (container,) = [c for c in server.spec.template.spec.containers if c.name == "server"]
+    return {e.name: str(e.value) for e in container.env or [] if e.value is not None}
+
+
+def test_restore_brings_back_the_configuration_the_backup_was_taken_with(
+    styrmin_stack: StyrminStack,
+) -> None:
+    stack, name = styrmin_stack, "backup-config"
+    stack.push_driver(EXAMPLE_DRIVER, version="19.5.0")
+    created = stack.create(name, driver="shop", driver_version="19.5.0", app_version="1.0.0")
+    assert created.status == "succeeded", describe(created)
+    before = {"values": {}, "images": {}, "env": {"server": {"SHOP_NOTE": "at the backup"}}}
+    assert stack.configure(name, before).status == "succeeded"
+    backup = stack.client.backups.create(name)
+    assert stack.wait(backup.task.id).status == "succeeded"
+    after = {"values": {}, "images": {}, "env": {"server": {"SHOP_NOTE": "changed later"}}}
+    assert stack.configure(name, after).status == "succeeded"
+    assert _server_env(stack, name)["SHOP_NOTE"] == "changed later"
+
+    restored = stack.wait(stack.client.deployments.restore(name, backup.backup.id))
+
+    assert restored.status == "succeeded", describe(restored)
+    # Same version, another configuration: the version step still runs, with the backup's snapshot.
+    assert restored.steps[1].name == restore_version_step("1.0.0")
+    (linked,) = restored.steps[1].started_tasks
+    assert (linked.type, linked.status) == ("upgrade", "succeeded")
+    assert _server_env(stack, name)["SHOP_NOTE"] == "at the backup"
+    deployment = stack.client.deployments.get(name)
+    assert deployment.configuration.env == {"server": {"SHOP_NOTE": "at the backup"}}
+
+
 def test_a_backup_whose_files_are_gone_is_refused_before_anything_changes(
     styrmin_stack: StyrminStack,
 ) -> None:

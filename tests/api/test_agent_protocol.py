@@ -404,6 +404,7 @@ def test_the_openapi_document_shows_each_kind_of_claimed_change_and_the_task_res
         "DeleteChange",
         "BackupChange",
         "RestoreChange",
+        "DeleteBackupChange",
     }
     assert change["discriminator"]["propertyName"] == "type"
     assert "Target" in schemas and "ComponentStatus" in schemas

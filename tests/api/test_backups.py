@@ -166,3 +166,56 @@ def test_restores_that_cannot_bring_the_deployment_back_are_refused_with_nothing
     after = stack.client.get("/api/v1/deployments/shop", headers=_admin(stack)).json()
     assert (after["revision"], after["status"]) == (before["revision"], before["status"])
     assert stack.client.post("/api/v1/agent/claim", json={}, headers=agent).status_code == 204
+
+
+def test_deleting_a_backup_is_a_task_and_the_backup_goes_once_its_files_are_deleted(stack: Stack) -> None:
+    _push(stack)
+    _deploy(stack)
+    agent = _agent(stack)
+    _run_next(stack, agent, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
+    backup = _backup(stack, agent, result={"backup": {"location": "folder /srv", "files": FILES}})
+    reader = stack.headers(stack.make_user("reader", Role.READ_ONLY))
+    assert stack.client.delete(f"/api/v1/backups/{backup['id']}", headers=reader).status_code == 403
+
+    deleting = stack.client.delete(f"/api/v1/backups/{backup['id']}", headers=_admin(stack))
+
+    assert deleting.status_code == 202, deleting.text
+    assert deleting.json()["task"]["type"] == "delete-backup"
+    again = stack.client.delete(f"/api/v1/backups/{backup['id']}", headers=_admin(stack))
+    assert (again.status_code, again.json()["message"]) == (
+        409,
+        f"Backup {backup['id']} is already being deleted.",
+    )
+    claim = _run_next(stack, agent)
+    assert (claim["change"]["key"], claim["change"]["location"]) == (backup["key"], None)
+    assert stack.client.get(f"/api/v1/backups/{backup['id']}", headers=_admin(stack)).status_code == 404
+    assert stack.client.get("/api/v1/deployments/shop", headers=_admin(stack)).json()["status"] == "running"
+
+
+def test_a_failed_deletion_leaves_the_backup_as_it_was_and_says_why(stack: Stack) -> None:
+    _push(stack)
+    _deploy(stack)
+    agent = _agent(stack)
+    _run_next(stack, agent, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
+    backup = _backup(stack, agent, result={"backup": {"location": "folder /srv", "files": FILES}})
+    stack.client.delete(f"/api/v1/backups/{backup['id']}", headers=_admin(stack))
+
+    _run_next(stack, agent, error="Could not delete objects under s3://b/shop/backup-2: AccessDenied")
+
+    after = stack.client.get(f"/api/v1/backups/{backup['id']}", headers=_admin(stack)).json()
+    assert after["status"] == "succeeded"
+    assert after["error"].endswith("AccessDenied")
+    assert stack.client.get("/api/v1/deployments/shop", headers=_admin(stack)).json()["status"] == "running"
+
+
+def test_a_backup_still_being_taken_cannot_be_deleted(stack: Stack) -> None:
+    _push(stack)
+    _deploy(stack)
+    taken = stack.client.post("/api/v1/deployments/shop/backups", json={}, headers=_admin(stack)).json()
+
+    refused = stack.client.delete(f"/api/v1/backups/{taken['backup']['id']}", headers=_admin(stack))
+
+    assert refused.status_code == 409
+    assert refused.json()["message"].startswith(
+        f"Backup {taken['backup']['id']} is still being taken (pending)"
+    )

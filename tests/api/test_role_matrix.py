@@ -52,6 +52,12 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/deployments/{name}/backups"): Role.READ_WRITE,
     ("POST", "/api/v1/deployments/{name}/restore"): Role.READ_WRITE,
     ("GET", "/api/v1/backups/{backup_id}"): ANY,
+    ("DELETE", "/api/v1/backups/{backup_id}"): Role.READ_WRITE,
+    ("GET", "/api/v1/deployments/{name}/backup-schedule"): ANY,
+    ("PUT", "/api/v1/deployments/{name}/backup-schedule"): Role.READ_WRITE,
+    ("DELETE", "/api/v1/deployments/{name}/backup-schedule"): Role.READ_WRITE,
+    ("GET", "/api/v1/clusters/{cluster}/backup-location"): ANY,
+    ("PUT", "/api/v1/clusters/{cluster}/backup-location"): Role.ADMIN,
     ("POST", "/api/v1/agents"): Role.ADMIN,
     ("GET", "/api/v1/agents"): Role.ADMIN,
     ("DELETE", "/api/v1/agents/{name}"): Role.ADMIN,
@@ -65,6 +71,8 @@ NEEDS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/agent/drivers/{name}/versions/{version}/archive"): AGENT,
     ("PUT", "/api/v1/agent/deployments/{name}/components"): AGENT,
     ("POST", "/api/v1/agent/steps/{step_id}/end"): AGENT,
+    ("GET", "/api/v1/agent/backup-location-checks/next"): AGENT,
+    ("POST", "/api/v1/agent/backup-location-checks/{location_id}/result"): AGENT,
     ("GET", "/api/v1/tasks"): ANY,
     ("GET", "/api/v1/tasks/{task_id}"): ANY,
     ("POST", "/api/v1/tasks/{task_id}/retry"): Role.READ_WRITE,
@@ -112,7 +120,15 @@ def request_for(
 ) -> tuple[str, str, dict[str, Any] | None]:
     """A well-formed request for the endpoint, so that only the caller decides the outcome."""
     url = path.format(
-        token_id=token_id, username="victim", name="shop", task_id=1, version="1.0.0", step_id=1, backup_id=1
+        token_id=token_id,
+        username="victim",
+        name="shop",
+        task_id=1,
+        version="1.0.0",
+        step_id=1,
+        backup_id=1,
+        cluster="local",
+        location_id=1,
     )
     bodies: dict[tuple[str, str], dict[str, Any]] = {
         ("POST", "/api/v1/auth/login"): {"username": "admin", "password": ADMIN_PASSWORD},
@@ -133,6 +149,8 @@ def request_for(
         ("POST", "/api/v1/deployments/{name}/start"): {"components": ["task-worker"]},
         ("POST", "/api/v1/agents"): {"name": "edge", "cluster": "edge"},
         ("POST", "/api/v1/deployments/{name}/backups"): {},
+        ("PUT", "/api/v1/clusters/{cluster}/backup-location"): {"kind": "folder", "folder": "/srv/backups"},
+        ("PUT", "/api/v1/deployments/{name}/backup-schedule"): {"cron": "0 3 * * *"},
         ("POST", "/api/v1/deployments/{name}/restore"): {"backup_id": 1},
         ("POST", "/api/v1/agent/claim"): {},
         ("POST", "/api/v1/agent/tasks/{task_id}/lease"): {},

@@ -146,3 +146,88 @@ def test_a_failed_upgrade_offers_the_backup_its_pre_hook_took(web: Stack) -> Non
     assert 'hx-get="/tasks/' in web.client.get(f"/tasks/{upgrade}").text
     create_task = web.client.get(f"/tasks/{create_id}/way-back")
     assert create_task.status_code == 286
+
+
+def test_delete_a_backup_from_the_page_after_a_confirmation(web: Stack) -> None:
+    _deploy_with_actions(web)
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    taken = web.client.post(
+        "/deployments/shop/backups", data={"csrf_token": csrf, "confirmed": "yes"}, follow_redirects=False
+    )
+    _finish_backup(web, int(taken.headers["location"].rsplit("/", 1)[1]))
+    with web.session() as session:
+        (backup,) = backups.list_backups(session, "shop")
+        backup_id = backup.id
+    assert f'aria-label="Delete backup {backup_id}"' in web.client.get("/deployments/shop/backups").text
+
+    confirm = web.client.post(f"/backups/{backup_id}/delete", data={"csrf_token": csrf})
+
+    assert f'Delete backup {backup_id} of "shop"?' in html.unescape(confirm.text)
+    assert "it can no longer be restored" in confirm.text
+    with web.session() as session:
+        assert (
+            backups.get_backup(session, backup_id).status == "succeeded"
+        )  # the confirmation changed nothing
+    deleted = web.client.post(
+        f"/backups/{backup_id}/delete", data={"csrf_token": csrf, "confirmed": "yes"}, follow_redirects=False
+    )
+    assert deleted.status_code == 303
+    with web.session() as session:
+        task = session.get(TaskRow, int(deleted.headers["location"].rsplit("/", 1)[1]))
+        assert task is not None and task.type == "delete-backup"
+        assert backups.get_backup(session, backup_id).status == "deleting"
+
+
+def test_everyone_sees_where_backups_go_and_only_an_admin_sets_it(web: Stack) -> None:
+    _deploy_with_actions(web)
+    make_user(web, "writer", Role.READ_WRITE)
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    assert "Stored in the agent's own folder." in web.client.get("/deployments/shop/backups").text
+    bad = web.client.post(
+        "/clusters/local/backup-location",
+        data={"csrf_token": csrf, "kind": "s3", "bucket": "shop-backups", "secret": "no-namespace"},
+    )
+    assert bad.status_code == 422 and "NAMESPACE/NAME" in bad.text
+    web.client.post(
+        "/clusters/local/backup-location",
+        data={
+            "csrf_token": csrf,
+            "kind": "s3",
+            "bucket": "shop-backups",
+            "prefix": "prod",
+            "endpoint_url": "http://127.0.0.1:9000",
+            "secret": "styrmin/backup-bucket",
+        },
+    )
+    page = web.client.get("/clusters/local/backup-location").text
+    assert 'data-status="checking"' in page and "s3://shop-backups/prod at http://127.0.0.1:9000" in page
+
+    csrf = login_client(web.client, "writer", USER_PASSWORD)
+    page = web.client.get("/clusters/local/backup-location").text
+    assert "styrmin/backup-bucket" in page and "Set the location" not in page
+    refused = web.client.post(
+        "/clusters/local/backup-location", data={"csrf_token": csrf, "kind": "folder", "folder": "/srv"}
+    )
+    assert refused.status_code == 403
+
+
+def test_set_and_remove_a_backup_schedule_from_the_page(web: Stack) -> None:
+    _deploy_with_actions(web)
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    assert "No backup schedule." in web.client.get("/deployments/shop/backups").text
+
+    bad = web.client.post(
+        "/deployments/shop/backup-schedule", data={"csrf_token": csrf, "cron": "61 * * * *"}
+    )
+    assert bad.status_code == 422
+    saved = web.client.post(
+        "/deployments/shop/backup-schedule",
+        data={"csrf_token": csrf, "cron": "0 3 * * *", "keep_count": "7", "keep_days": ""},
+        follow_redirects=False,
+    )
+
+    assert saved.status_code == 303
+    section = web.client.get("/deployments/shop/backups").text
+    assert "Scheduled: <code>0 3 * * *</code> (UTC)" in section and "keeps the newest 7" in section
+    web.client.post("/deployments/shop/backup-schedule", data={"csrf_token": csrf, "remove": "yes"})
+    assert "No backup schedule." in web.client.get("/deployments/shop/backups").text

@@ -15,7 +15,7 @@ from styrmin.cli.progress import finish_change
 from styrmin.cli.render import _field, _table, age, clean, status, when
 
 if TYPE_CHECKING:  # the models load only when a command runs, so --help starts fast
-    from styrmin.models import Backup
+    from styrmin.models import Backup, BackupLocation, BackupSchedule, ClusterBackupLocation
 
 app = typer.Typer(help="Backups of deployments: take one, list them, show one.", no_args_is_help=True)
 
@@ -36,7 +36,7 @@ def backups_table(backups: Sequence[Backup]) -> Group:
     for b in backups:
         table.add_row(
             str(b.id),
-            status(b.status.value),
+            status(str(b.status)),
             clean(b.label),
             clean(b.app_version),
             f"{clean(b.driver)}@{clean(b.driver_version)}",
@@ -51,7 +51,7 @@ def backup_detail(b: Backup) -> Group:
     parts: list[RenderableType] = [
         _field("Backup", str(b.id)),
         _field("Deployment", b.deployment),
-        _field("Status", status(b.status.value)),
+        _field("Status", status(str(b.status))),
         _field("Label", b.label),
         _field("Driver", f"{b.driver}@{b.driver_version}"),
         _field("App version", b.app_version),
@@ -125,3 +125,168 @@ def get(backup_id: BackupArgument, output: OutputOption = OutputFormat.TEXT) -> 
         emit(backup, output)
     else:
         make_console().print(backup_detail(backup), soft_wrap=True)
+
+
+ClusterOption = Annotated[str, typer.Option("--cluster", help="The cluster whose backups it is about.")]
+
+
+def _location_lines(label: str, location: BackupLocation | None) -> list[RenderableType]:
+    if location is None:
+        return [_field(label, "the agent's own folder (STYRMIN_AGENT_BACKUP_DIR)")]
+    parts: list[RenderableType] = [_field(label, location.description)]
+    if location.secret:
+        parts.append(_field("  Credentials", f"Secret {location.secret} (not shown)"))
+    parts.append(_field("  Status", status(location.status)))
+    parts.append(_field("  Set by", f"{location.requested_by}, {when(location.requested_at)}"))
+    if location.error:
+        parts.append(_field("  Error", location.error))
+    return parts
+
+
+def location_detail(found: ClusterBackupLocation) -> Group:
+    parts: list[RenderableType] = [_field("Cluster", found.cluster)]
+    parts += _location_lines("In use", found.in_use)
+    if found.latest is not None:
+        parts += _location_lines("Newer", found.latest)
+    return Group(*parts)
+
+
+@app.command()
+@handle_errors
+def delete(
+    backup_id: BackupArgument,
+    wait: WaitOption = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Delete a backup: a task of its deployment deletes its files, then the backup is gone."""
+    with state().client() as client:
+        change = client.backups.delete(backup_id)
+        finish_change(client, f"Deleting backup {backup_id} of", change, wait, timeout, output)
+
+
+@app.command()
+@handle_errors
+def location(cluster: ClusterOption = "local", output: OutputOption = OutputFormat.TEXT) -> None:
+    """Show where a cluster's backups are stored (never credentials)."""
+    with state().client() as client:
+        found = client.backups.location(cluster)
+    if is_machine(output):
+        emit(found, output)
+    else:
+        make_console().print(location_detail(found), soft_wrap=True)
+
+
+@app.command("set-location")
+@handle_errors
+def set_location(
+    cluster: ClusterOption = "local",
+    folder: Annotated[str | None, typer.Option(help="A folder the agent and pods share.")] = None,
+    bucket: Annotated[str | None, typer.Option(help="An S3-compatible bucket.")] = None,
+    prefix: Annotated[str | None, typer.Option(help="Where in the bucket, e.g. styrmin/prod.")] = None,
+    endpoint_url: Annotated[
+        str | None, typer.Option(help="The S3-compatible server; leave out for AWS.")
+    ] = None,
+    region: Annotated[str | None, typer.Option(help="The bucket's region.")] = None,
+    secret: Annotated[
+        str | None,
+        typer.Option(help="NAMESPACE/NAME of the Secret with keys access_key_id and secret_access_key."),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", "-w", help="Wait for the agent's check; exit 1 if it failed.")
+    ] = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Set a cluster's backup location (Admin); the cluster's agent checks it before backups use it."""
+    import time
+
+    from styrmin.errors import StyrminError, WaitTimeoutError
+
+    with state().client() as client:
+        set_ = client.backups.set_location(
+            cluster,
+            folder=folder,
+            bucket=bucket,
+            prefix=prefix,
+            endpoint_url=endpoint_url,
+            region=region,
+            secret=secret,
+        )
+        deadline = time.monotonic() + (timeout if timeout is not None else 300)
+        while wait and set_.status == "checking":
+            if time.monotonic() > deadline:
+                raise WaitTimeoutError(
+                    f"Backup location {set_.id} of cluster {cluster} is still being checked; is its agent running?"
+                )
+            time.sleep(0.5)
+            found = client.backups.location(cluster)
+            set_ = next(loc for loc in (found.latest, found.in_use) if loc is not None and loc.id == set_.id)
+    if is_machine(output):
+        emit(set_, output)
+    else:
+        make_console().print(Group(*_location_lines("Location", set_)), soft_wrap=True)
+    if set_.status == "failed":
+        raise StyrminError(
+            f"The check of backup location {set_.id} failed; the location in use did not change."
+        )
+
+
+def schedule_detail(s: BackupSchedule) -> Group:
+    keep = []
+    if s.keep_count is not None:
+        keep.append(f"the newest {s.keep_count}")
+    if s.keep_days is not None:
+        keep.append(f"those younger than {s.keep_days} days")
+    parts: list[RenderableType] = [
+        _field("Deployment", s.deployment),
+        _field("Cron (UTC)", s.cron),
+        _field("Keeps", " and ".join(keep) + " (scheduled backups)" if keep else "every backup"),
+        _field("Next backup", when(s.next_run_at)),
+        _field("Last started", when(s.last_started_at)),
+        _field("Set by", s.updated_by),
+    ]
+    if s.last_error:
+        parts.append(_field("Error", s.last_error))
+    return Group(*parts)
+
+
+@app.command()
+@handle_errors
+def schedule(deployment: DeploymentArgument, output: OutputOption = OutputFormat.TEXT) -> None:
+    """Show a deployment's backup schedule and retention."""
+    with state().client() as client:
+        found = client.backups.schedule(deployment)
+    if is_machine(output):
+        emit(found, output)
+    else:
+        make_console().print(schedule_detail(found), soft_wrap=True)
+
+
+@app.command("set-schedule")
+@handle_errors
+def set_schedule(
+    deployment: DeploymentArgument,
+    cron: Annotated[str, typer.Option(help="When, as five cron fields in UTC, e.g. '0 3 * * *'.")],
+    keep_count: Annotated[int | None, typer.Option(help="Keep this many scheduled backups.", min=1)] = None,
+    keep_days: Annotated[
+        int | None, typer.Option(help="Delete scheduled backups older than this.", min=1)
+    ] = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Back up a deployment on a schedule; older scheduled backups are deleted by the retention given."""
+    with state().client() as client:
+        found = client.backups.set_schedule(deployment, cron, keep_count=keep_count, keep_days=keep_days)
+    if is_machine(output):
+        emit(found, output)
+    else:
+        make_console().print(schedule_detail(found), soft_wrap=True)
+
+
+@app.command("remove-schedule")
+@handle_errors
+def remove_schedule(deployment: DeploymentArgument) -> None:
+    """Stop taking scheduled backups of a deployment (the backups taken stay)."""
+    with state().client() as client:
+        client.backups.remove_schedule(deployment)
+    make_console().print(f"Removed the backup schedule of {clean(deployment)}.", soft_wrap=True)

@@ -32,6 +32,10 @@ async def execute_backup_commands(
 
     Only in the backup hook (the command writes the backup's files there) and the restore hook (it
     reads them). Everything else is ``execute_commands``: env, output, errors, the earlier Job rule.
+    With a bucket location the Job also gets ``STYRMIN_BACKUP_URL`` (and ``AWS_REGION``,
+    ``AWS_ENDPOINT_URL_S3``) and the bucket's keys as ``AWS_ACCESS_KEY_ID`` and
+    ``AWS_SECRET_ACCESS_KEY`` from a Secret of its namespace, for a command that streams objects
+    itself; files left in the folder are uploaded by the agent.
 
     Raises:
         ActionError: called outside the backup and restore hooks, or as ``execute_commands`` raises.
@@ -42,13 +46,15 @@ async def execute_backup_commands(
             f"execute_backup_commands runs only in the backup and restore hooks; this action runs in the "
             f"{context.hook.value} hook. Use execute_commands instead."
         )
+    secret = context.backup_env_from
     return await execute_commands(
         command,
         image=image,
         context=context,
         env_from_component=env_from_component,
-        env={**(env or {}), BACKUP_DIR_ENV: context.backup_folder},
+        env={**(env or {}), **context.backup_env, BACKUP_DIR_ENV: context.backup_folder},
         timeout=timeout,
+        _env_from_secrets=[secret] if secret else [],
     )
 
 

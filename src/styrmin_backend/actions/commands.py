@@ -79,6 +79,7 @@ async def execute_commands(
     env_from_component: str | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_COMMAND_TIMEOUT_SECONDS,
+    _env_from_secrets: Sequence[str] = (),
 ) -> CommandResult:
     """Run ``command`` in ``image`` as a Kubernetes Job in the deployment's namespace, and wait for it.
 
@@ -111,6 +112,7 @@ async def execute_commands(
         if env_from_component is not None:
             container_env, env_from = await _component_env(backend, context, env_from_component)
         container_env = _set_env(container_env, env or {})
+        env_from = [*env_from, *({"secretRef": {"name": name}} for name in _env_from_secrets)]
         await _delete_ended_action_jobs(backend, context)
         for _ in range(3):  # a random suffix that is taken: draw another
             job_name = _job_name(context.deployment_name, argv)

@@ -56,3 +56,14 @@ class GlobalContext(BaseModel):
         description="In the backup and restore hooks: the folder of the backup's files, as Jobs see it "
         "(read it with backup_commands or the STYRMIN_BACKUP_DIR env var of their Job).",
     )
+    backup_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="In the backup and restore hooks of a bucket location: where the backup's objects are "
+        "(STYRMIN_BACKUP_URL, AWS_REGION, AWS_ENDPOINT_URL_S3), set in execute_backup_commands' Jobs. "
+        "Never credentials.",
+    )
+    backup_env_from: str | None = Field(
+        default=None,
+        description="The Secret of the deployment's namespace whose AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY execute_backup_commands' Jobs get (by reference; its values are not here).",
+    )

@@ -1,27 +1,31 @@
-"""The workflows of a backup and of a restore, and the folder that holds backups' files.
+"""The workflows of a backup, a restore and a backup's deletion.
 
 A backup runs the driver's backup hook (one step per mode that has actions), its actions writing into
-the backup's folder, then records each file the actions wrote with its size and sha256. A restore
-checks those files first, brings the application back to the backup's version through a linked
-Helm-only upgrade task when the deployment runs another, then runs the restore hook of the driver
-version that took the backup.
+the backup's folder, then records (and, for a bucket, uploads) each file the actions wrote with its
+size and sha256. A restore checks those files first, brings the application back to the backup's
+version and configuration through a linked Helm-only upgrade task when the deployment runs another,
+then runs the restore hook of the driver version that took the backup. A deletion removes the
+backup's files from the location they were written to.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import styrmin
+from styrmin_backend.agent.backup_storage import (
+    BackupFolder,
+    BackupStorage,
+    S3Storage,
+    StorageError,
+    storage_for,
+)
 from styrmin_backend.domain.backups import (
     CHECK_FILES_STEP,
+    DELETE_FILES_STEP,
     RECORD_FILES_STEP,
     BackupFile,
-    check_file_name,
-    missing_files,
     restore_version_step,
 )
 from styrmin_backend.domain.hooks import MODE_ORDER, Hook
@@ -30,6 +34,8 @@ from styrmin_backend.protocol import (
     BackupChange,
     BackupFileRecord,
     BackupRecord,
+    DeleteBackupChange,
+    DeletedBackup,
     RestoreChange,
 )
 
@@ -38,81 +44,61 @@ if TYPE_CHECKING:
 
 # These workflows are part of the reconciliation, kept apart: they use its step and hook helpers.
 
-MAX_BACKUP_FILES = 10_000
-"""More files than this in one backup's folder is refused: archive them into fewer."""
-
-_CHUNK = 1 << 20
 LINKED_TASK_POLL_SECONDS = 0.5
+CREDENTIALS_SECRET = "styrmin-backup-location"  # noqa: S105 (a Secret's name)
+"""The Secret in a deployment's namespace that gives backup Jobs the bucket's keys (by reference)."""
+
+_BackupChanges = BackupChange | RestoreChange | DeleteBackupChange
 
 
-class BackupFolder:
-    """A storage location that is a folder the agent and the cluster's pods share.
+async def _storage(
+    reconciliation: Reconciliation, change: _BackupChanges, default: BackupFolder
+) -> BackupStorage:
+    """The storage of the change's location, its bucket's keys read from the cluster's Secret."""
+    from styrmin_backend.agent.reconciliation import StepFailed
 
-    On the embedded local cluster pods run on this machine, so the folder is the same path for them;
-    on a real cluster it is a hostPath or a mounted volume at the same path on the agent and the nodes.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-
-    def describe(self) -> str:
-        """The location as records and pages show it."""
-        return f"folder {self.root}"
-
-    def folder(self, key: str) -> Path:
-        """The folder of one backup's files."""
-        return self.root / key
-
-    def prepare(self, key: str) -> Path:
-        """Create the backup's folder, empty, for its actions to write into."""
-        folder = self.folder(key)
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
-
-    def files(self, key: str) -> list[BackupFile]:
-        """Every file in the backup's folder, with its size and sha256, read in chunks."""
-        folder = self.folder(key)
-        if not folder.is_dir():
-            return []
-        found: list[BackupFile] = []
-        for directory, _, names in os.walk(folder):
-            for name in sorted(names):
-                path = Path(directory) / name
-                if len(found) >= MAX_BACKUP_FILES:
-                    raise ValueError(
-                        f"The backup's folder {folder} holds more than {MAX_BACKUP_FILES} files; "
-                        "archive them into fewer."
-                    )
-                digest = hashlib.sha256()
-                size = 0
-                with path.open("rb") as stream:
-                    while chunk := stream.read(_CHUNK):
-                        digest.update(chunk)
-                        size += len(chunk)
-                relative = path.relative_to(folder).as_posix()
-                found.append(BackupFile(check_file_name(relative), size, digest.hexdigest()))
-        return sorted(found, key=lambda f: f.name)
+    try:
+        return await storage_for(change.location, default, reconciliation.parts.cluster)
+    except StorageError as error:
+        raise StepFailed(f"The backup storage location cannot be used: {error}") from None
 
 
-def _backup_context(change: BackupChange | RestoreChange, folder: Path) -> dict[str, object]:
-    return {"backup_id": change.backup_id, "backup_folder": str(folder)}
+async def _backup_context(
+    reconciliation: Reconciliation, change: BackupChange | RestoreChange, storage: BackupStorage
+) -> dict[str, Any]:
+    """The GlobalContext fields of the backup and restore hooks; a bucket's keys go into a Secret."""
+    context: dict[str, Any] = {
+        "backup_id": change.backup_id,
+        "backup_folder": str(storage.staging(change.key)),
+        "backup_env": storage.job_env(change.key),
+    }
+    if isinstance(storage, S3Storage):
+        await reconciliation.parts.cluster.write_secret(
+            reconciliation.namespace,
+            CREDENTIALS_SECRET,
+            storage.job_credentials(),
+            {"app.kubernetes.io/managed-by": "styrmin", "styrmin.io/deployment": reconciliation.name},
+        )
+        context["backup_env_from"] = CREDENTIALS_SECRET
+    return context
 
 
-async def run_backup(reconciliation: Reconciliation, storage: BackupFolder) -> None:
-    """The backup hook's modes with the backup's folder ready, then the record of its files."""
+async def run_backup(reconciliation: Reconciliation, default: BackupFolder) -> None:
+    """The backup hook's modes with the backup's folder ready, then the record (and upload) of its files."""
     from styrmin_backend.agent.reconciliation import StepFailed
 
     change = reconciliation.claim.change
     assert isinstance(change, BackupChange)
     key = change.key
+    storage = await _storage(reconciliation, change, default)
     folder = await asyncio.to_thread(storage.prepare, key)
-    reconciliation.extra_context = _backup_context(change, folder)
+    reconciliation.extra_context = await _backup_context(reconciliation, change, storage)
     for mode in MODE_ORDER:
         await reconciliation._run_hook_mode(Hook.BACKUP, mode)
     async with reconciliation._step(RECORD_FILES_STEP):
         try:
-            files = await asyncio.to_thread(storage.files, key)
-        except ValueError as error:
+            files = await asyncio.to_thread(storage.publish, key)
+        except StorageError as error:
             raise StepFailed(str(error)) from None
         if not files:
             raise StepFailed(
@@ -125,30 +111,38 @@ async def run_backup(reconciliation: Reconciliation, storage: BackupFolder) -> N
         )
 
 
-async def run_restore(reconciliation: Reconciliation, storage: BackupFolder) -> None:
+async def run_restore(reconciliation: Reconciliation, default: BackupFolder) -> None:
     """Check the files, bring the version back (linked upgrade task), then the restore hook's modes."""
     from styrmin_backend.agent.reconciliation import StepFailed
 
     change = reconciliation.claim.change
     assert isinstance(change, RestoreChange)
     key = change.key
-    # The server resolved the restore's target to the backup's versions.
+    # The server resolved the restore's target to the backup's versions and configuration.
     app_version, driver_version = change.target.app_version, change.target.driver_version
     recorded = [BackupFile(f.name, f.size, f.sha256) for f in change.files]
+    storage = await _storage(reconciliation, change, default)
     async with reconciliation._step(CHECK_FILES_STEP):
-        found = await asyncio.to_thread(storage.files, key)
-        problems = missing_files(recorded, found)
+        try:
+            problems = await asyncio.to_thread(storage.fetch, key, recorded)
+        except StorageError as error:
+            raise StepFailed(f"Backup {change.backup_id} cannot be restored: {error}") from None
         if problems:
+            await asyncio.to_thread(storage.finish_restore, key)
             raise StepFailed(
-                f"Backup {change.backup_id} cannot be restored: in {storage.folder(key)}, "
+                f"Backup {change.backup_id} cannot be restored: in {storage.where(key)}, "
                 f"{'; '.join(problems)}. Nothing was changed; choose another backup."
             )
-    if (change.from_app_version, change.from_driver_version) != (app_version, driver_version):
+    running = (change.from_app_version, change.from_driver_version)
+    if running != (app_version, driver_version) or change.restores_configuration:
         async with reconciliation._step(restore_version_step(app_version)) as step_id:
             await _upgrade_linked(reconciliation, step_id, app_version, driver_version)
-    reconciliation.extra_context = _backup_context(change, storage.folder(key))
-    for mode in MODE_ORDER:
-        await reconciliation._run_hook_mode(Hook.RESTORE, mode)
+    reconciliation.extra_context = await _backup_context(reconciliation, change, storage)
+    try:
+        for mode in MODE_ORDER:
+            await reconciliation._run_hook_mode(Hook.RESTORE, mode)
+    finally:
+        await asyncio.to_thread(storage.finish_restore, key)
     reconciliation._result.applied = AppliedVersions(app_version=app_version, driver_version=driver_version)
 
 
@@ -174,3 +168,18 @@ async def _upgrade_linked(
             f"Task {task.id} (upgrade to application version {app_version}, driver {driver_version}) "
             f"failed: {task.error or 'no error given'}"
         )
+
+
+async def run_backup_delete(reconciliation: Reconciliation, default: BackupFolder) -> None:
+    """Delete a backup's files from the storage location it was written to."""
+    from styrmin_backend.agent.reconciliation import StepFailed
+
+    change = reconciliation.claim.change
+    assert isinstance(change, DeleteBackupChange)
+    async with reconciliation._step(DELETE_FILES_STEP):
+        storage = await _storage(reconciliation, change, default)
+        try:
+            await asyncio.to_thread(storage.delete, change.key)
+        except StorageError as error:
+            raise StepFailed(str(error)) from None
+        reconciliation._result.deleted = DeletedBackup(location=storage.describe(), key=change.key)

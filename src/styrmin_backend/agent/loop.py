@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from styrmin_backend.agent.backups import BackupFolder
+from styrmin_backend.agent.backup_storage import BackupFolder, check_location
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch
@@ -63,6 +63,10 @@ async def _crash_orphaned_runs(runner: ActionRunner, previous: str) -> None:
         log.warning(
             "Marked %d flow run(s) the previous agent left running Crashed: %s", len(crashed), crashed
         )
+
+
+LOCATION_CHECK_SECONDS = 2.0
+"""How often the agent asks whether a backup location of its cluster waits for its check."""
 
 
 class Agent:
@@ -130,12 +134,14 @@ class Agent:
             log.info("Agent serving; Prefect at %s", runner.api_url)
             warming = asyncio.create_task(self._warm_up(runner))
             reporting = asyncio.create_task(self._report_periodically(parts, stop))
+            checking = asyncio.create_task(self._check_backup_locations(parts, stop))
             watching = asyncio.create_task(prefect.watch(stop))
             while not stop.is_set():
                 await self._claim_and_start(parts, stop)
             if self._running:
                 await self._end_running_tasks(api)
             await reporting
+            await checking
             await watching
             warming.cancel()
         finally:
@@ -238,6 +244,21 @@ class Agent:
                     await Reconciliation(parts, claimed).report_components()
                 except Exception as error:  # reporting must never stop the agent
                     log.warning("Could not report the components of %s: %s", name, error)
+
+    async def _check_backup_locations(self, parts: AgentParts, stop: asyncio.Event) -> None:
+        """Check each backup location an administrator sets for this cluster, and report how it went."""
+        while not stop.is_set():
+            try:
+                pending = await parts.api.next_location_check()
+                if pending is not None:
+                    location_id, location = pending
+                    error = await check_location(location, parts)
+                    await parts.api.record_location_check(location_id, error)
+                    continue
+            except Exception as error:  # checking must never stop the agent
+                log.warning("Could not check a backup location: %s", describe_error(error))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), LOCATION_CHECK_SECONDS)
 
     async def _renew(self, api: ServerApi, task_id: int) -> None:
         """Renew the task's lease every third of it; after a failure, again within a second or two.

@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from styrmin_backend.actions.context import GlobalContext
-from styrmin_backend.agent.backups import BackupFolder, run_backup, run_restore
+from styrmin_backend.agent.backup_storage import BackupFolder
+from styrmin_backend.agent.backups import run_backup, run_backup_delete, run_restore
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionOutcome, ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch, prefect_unreachable_error
@@ -180,11 +181,14 @@ class Reconciliation:
                 await self.parts.cluster.delete_styrmin_deployment(self.namespace, self.name)
                 if not removed:
                     await self.parts.api.add_note(step_id, f"Release {self.name} was not installed.")
-        elif kind in (TaskType.BACKUP, TaskType.RESTORE):
+        elif kind in (TaskType.BACKUP, TaskType.RESTORE, TaskType.DELETE_BACKUP):
             storage = self.parts.backup_storage
             if storage is None:
                 raise StepFailed("This agent has no backup storage location; set STYRMIN_AGENT_BACKUP_DIR.")
-            await (run_backup if kind is TaskType.BACKUP else run_restore)(self, storage)
+            workflow = {TaskType.BACKUP: run_backup, TaskType.RESTORE: run_restore}.get(
+                kind, run_backup_delete
+            )
+            await workflow(self, storage)
         else:
             raise StepFailed(f"This agent cannot run {kind} tasks yet.")
 

@@ -133,3 +133,16 @@ class ServerApi:
     async def report_components(self, deployment: str, components: list[ComponentStatus]) -> None:
         body = {"components": [c.model_dump(mode="json") for c in components]}
         await self._call("PUT", f"/deployments/{deployment}/components", json=body)
+
+    async def next_location_check(self) -> tuple[int, dict[str, Any]] | None:
+        """The next backup location of the agent's cluster to check: its id and location, or None."""
+        response = await self._call("GET", "/backup-location-checks/next", timeout=30)
+        if response.status_code == 204:
+            return None
+        body = response.json()
+        return int(body["id"]), dict(body["location"])
+
+    async def record_location_check(self, location_id: int, error: str | None) -> None:
+        await self._call_retrying(
+            "POST", f"/backup-location-checks/{location_id}/result", json={"error": error}
+        )

@@ -10,6 +10,7 @@ from styrmin_backend.api.routes import (
     agent,
     agents,
     auth,
+    backup_locations,
     backups,
     deployments,
     drivers,
@@ -23,7 +24,7 @@ def install_api(app: FastAPI) -> None:
     """Add the API's routes, the health checks and the API's error answers to ``app``."""
     install_error_handlers(app)
     api = APIRouter(prefix=API_PREFIX, responses=ERROR_RESPONSES)
-    for module in (auth, users, drivers, deployments, backups, tasks, agents, agent):
+    for module in (auth, users, drivers, deployments, backups, backup_locations, tasks, agents, agent):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(health.router)

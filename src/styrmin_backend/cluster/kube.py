@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import Namespace, Secret
 
 from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_backend.domain.deployments import later_revision_wins
@@ -103,6 +104,31 @@ class ClusterAccess:
                 raise ClusterError(
                     f"Could not create namespace {namespace}: {error.status.message}"
                 ) from error
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, str]:
+        """The decoded data of Secret ``namespace/name``; raises ClusterError naming it when unreadable."""
+        try:
+            secret = await self._client.get(Secret, name, namespace=namespace)
+        except ApiError as error:
+            raise ClusterError(f"Could not read Secret {namespace}/{name}: {error.status.message}") from None
+        return {
+            key: base64.b64decode(value).decode("utf-8", "replace")
+            for key, value in (secret.data or {}).items()
+        }
+
+    async def write_secret(
+        self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str]
+    ) -> None:
+        """Create or replace Secret ``namespace/name`` with ``data`` (server-side apply)."""
+        secret = Secret(
+            metadata=ObjectMeta(name=name, namespace=namespace, labels=labels),
+            type="Opaque",
+            stringData=data,
+        )
+        try:
+            await self._client.apply(secret, force=True)  # type: ignore[call-overload]
+        except ApiError as error:
+            raise ClusterError(f"Could not write Secret {namespace}/{name}: {error.status.message}") from None
 
     async def write_styrmin_deployment(
         self, namespace: str, name: str, spec: dict[str, Any], revision: int

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from styrmin_backend.domain.errors import Conflict
+from styrmin_backend.domain.errors import Conflict, InvalidInput
 from styrmin_backend.domain.hooks import Hook
 
 BACKUP_DIR_ENV = "STYRMIN_BACKUP_DIR"
@@ -23,6 +24,9 @@ CHECK_FILES_STEP = "Check the backup's files"
 
 RECORD_FILES_STEP = "Record the backup's files"
 """The backup's last step: the name, size and sha256 of each file its actions wrote."""
+
+DELETE_FILES_STEP = "Delete the backup's files"
+"""The one step of a backup's deletion: its files go from the storage location."""
 
 
 def restore_version_step(app_version: str) -> str:
@@ -41,6 +45,7 @@ class BackupStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    DELETING = "deleting"
 
 
 class BackupLabel(StrEnum):
@@ -154,3 +159,91 @@ def missing_files(recorded: Iterable[BackupFile], found: Iterable[BackupFile]) -
         elif there.sha256 != wanted.sha256:
             problems.append(f"{wanted.name} has another sha256 than the backup recorded")
     return problems
+
+
+def check_can_delete(backup_id: int, status: BackupStatus) -> None:
+    """Refuse to delete a backup that is still being taken, or already being deleted."""
+    if status in (BackupStatus.PENDING, BackupStatus.RUNNING):
+        raise Conflict(
+            f"Backup {backup_id} is still being taken ({status.value}); wait for its task to end, then delete it.",
+            field="backup_id",
+        )
+    if status is BackupStatus.DELETING:
+        raise Conflict(f"Backup {backup_id} is already being deleted.", field="backup_id")
+
+
+MAX_KEEP_COUNT = 1000
+MAX_KEEP_DAYS = 3650
+
+
+def check_schedule(cron: str, keep_count: int | None, keep_days: int | None) -> None:
+    """Refuse a schedule whose cron expression or retention is not valid, naming the field."""
+    from cronsim import CronSim, CronSimError
+
+    if not cron or len(cron) > 100:
+        raise InvalidInput(
+            "Give a cron expression of five fields, e.g. 0 3 * * * (at 03:00 UTC).", field="cron"
+        )
+    try:
+        CronSim(cron, datetime.now(UTC))
+    except CronSimError as error:
+        raise InvalidInput(
+            f'"{cron}" is not a cron expression ({error}); give five fields, e.g. 0 3 * * * (at 03:00 UTC).',
+            field="cron",
+        ) from None
+    if keep_count is not None and not 1 <= keep_count <= MAX_KEEP_COUNT:
+        raise InvalidInput(f"keep_count is a number from 1 to {MAX_KEEP_COUNT}.", field="keep_count")
+    if keep_days is not None and not 1 <= keep_days <= MAX_KEEP_DAYS:
+        raise InvalidInput(f"keep_days is a number of days from 1 to {MAX_KEEP_DAYS}.", field="keep_days")
+
+
+def next_run(cron: str, after: datetime) -> datetime:
+    """When a schedule next starts a backup, strictly after ``after`` (cron in UTC).
+
+    >>> from datetime import UTC, datetime
+    >>> next_run("0 3 * * *", datetime(2026, 1, 1, 3, 0, tzinfo=UTC)).isoformat()
+    '2026-01-02T03:00:00+00:00'
+    """
+    from cronsim import CronSim
+
+    return next(CronSim(cron, after.astimezone(UTC)))
+
+
+@dataclass(frozen=True)
+class KeptBackup:
+    """What retention looks at in a backup."""
+
+    id: int
+    label: BackupLabel
+    status: BackupStatus
+    created_at: datetime
+
+
+def backups_to_prune(
+    backups: Iterable[KeptBackup], *, keep_count: int | None, keep_days: int | None, now: datetime
+) -> list[int]:
+    """The scheduled backups retention deletes: beyond the newest ``keep_count`` ended ones, or older
+    than ``keep_days``. Manual and pre-upgrade backups are never pruned; neither is one not ended.
+
+    >>> from datetime import UTC, datetime, timedelta
+    >>> now = datetime(2026, 1, 10, tzinfo=UTC)
+    >>> b = [KeptBackup(i, BackupLabel.SCHEDULED, BackupStatus.SUCCEEDED, now - timedelta(days=i)) for i in (1, 2, 3)]
+    >>> backups_to_prune(b, keep_count=2, keep_days=None, now=now)
+    [3]
+    """
+    ended = sorted(
+        (
+            b
+            for b in backups
+            if b.label is BackupLabel.SCHEDULED and b.status in (BackupStatus.SUCCEEDED, BackupStatus.FAILED)
+        ),
+        key=lambda b: (b.created_at, b.id),
+        reverse=True,
+    )
+    pruned: list[int] = []
+    for position, backup in enumerate(ended):
+        too_many = keep_count is not None and position >= keep_count
+        too_old = keep_days is not None and backup.created_at < now - timedelta(days=keep_days)
+        if too_many or too_old:
+            pruned.append(backup.id)
+    return sorted(pruned)

@@ -87,6 +87,7 @@ _IN_PROGRESS: Mapping[TaskType, DeploymentStatus] = {TaskType.DELETE: Deployment
 _FAILED: Mapping[TaskType, DeploymentStatus | None] = {
     TaskType.UPGRADE: DeploymentStatus.UPGRADE_FAILED,
     TaskType.BACKUP: None,
+    TaskType.DELETE_BACKUP: None,
 }
 """The state a failed change of a type leaves; failed unless named here (None: no failure shown)."""
 

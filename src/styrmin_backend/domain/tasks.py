@@ -21,6 +21,7 @@ class TaskType(StrEnum):
     BACKUP = "backup"
     RESTORE = "restore"
     DELETE = "delete"
+    DELETE_BACKUP = "delete-backup"
 
 
 class TaskStatus(StrEnum):

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.backup_locations import BackupLocation
 from styrmin_backend.domain.backups import (
     BackupFacts,
     BackupFile,
@@ -21,11 +22,13 @@ from styrmin_backend.domain.backups import (
     BackupStatus,
     backup_key,
     check_can_back_up,
+    check_can_delete,
     check_can_restore,
 )
-from styrmin_backend.domain.errors import InvalidInput, NotFound
+from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound
 from styrmin_backend.domain.hooks import Hook
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.services import backup_locations
 from styrmin_backend.services.changes import (
     Origin,
     Recorded,
@@ -35,7 +38,7 @@ from styrmin_backend.services.changes import (
 )
 from styrmin_backend.services.drivers import get_driver_row, stored_spec
 from styrmin_backend.services.principal import Principal
-from styrmin_backend.store.models import BackupRow, DeploymentRow, DriverRow, TaskRow
+from styrmin_backend.store.models import BackupRow, ChangeRow, DeploymentRow, DriverRow, TaskRow
 
 BACKUP_RESULT_KEY = "backup"
 """Where the agent puts the backup's location and files in a backup task's result."""
@@ -127,6 +130,7 @@ def request_backup(
         parent = session.get(TaskRow, origin.task_id)
         if parent is not None and parent.type == TaskType.UPGRADE.value:
             label = BackupLabel.PRE_UPGRADE
+    location = backup_locations.location_in_use(session, deployment.cluster)
     backup = BackupRow(
         deployment_id=deployment.id,
         deployment_name=deployment.name,
@@ -135,7 +139,8 @@ def request_backup(
         app_version=app_version,
         revision=0,
         configuration=deployment.configuration,
-        location="",
+        location=BackupLocation.from_json(location.location).describe()[:512] if location else "",
+        location_id=location.id if location else None,
         key="",
         files=[],
         status=BackupStatus.PENDING.value,
@@ -151,6 +156,7 @@ def request_backup(
         "key": backup.key,
         "driver_version": driver_version,
         "app_version": app_version,
+        "location": location.location if location else None,
     }
     task = _record_change(session, deployment, TaskType.BACKUP, spec, by, origin)
     backup.revision = task.revision or 0
@@ -173,14 +179,44 @@ def request_restore(session: Session, name: str, backup_id: int, *, by: Principa
     spec: dict[str, Any] = {
         "backup_id": backup.id,
         "key": backup.key,
-        "location": backup.location,
+        "location": backup_locations.location_json(session, backup.location_id),
         "files": backup.files,
         "driver_version": backup.driver_version,
         "app_version": backup.app_version,
         "from_app_version": deployment.running_app_version or deployment.app_version,
         "from_driver_version": deployment.running_driver_version or deployment.driver_version,
+        # The restore hook runs with the configuration the backup was taken with, and the version step
+        # brings it back (through Helm) when the deployment's has changed since.
+        "configuration": backup.configuration,
+        "restores_configuration": backup.configuration != deployment.configuration,
     }
     return Recorded(deployment, _record_change(session, deployment, TaskType.RESTORE, spec, by, None))
+
+
+def request_backup_delete(session: Session, backup_id: int, *, by: Principal) -> Recorded:
+    """Record the deletion of backup ``backup_id``: a task of its deployment deletes its files, then
+    its row goes. Refused while the backup is being taken or deleted."""
+    backup = _backup_row(session, backup_id, field="backup_id", missing=NotFound)
+    status = BackupStatus(backup.status)
+    check_can_delete(backup.id, status)
+    deployment = _get_changeable(session, backup.deployment_name)
+    spec: dict[str, Any] = {
+        "backup_id": backup.id,
+        "key": backup.key,
+        "location": backup_locations.location_json(session, backup.location_id),
+        "status_before": status.value,
+    }
+    # Claimed with a check of its status, so that of two servers pruning at once only one deletes it.
+    claimed = session.execute(
+        update(BackupRow)
+        .where(BackupRow.id == backup.id, BackupRow.status == status.value)
+        .values(status=BackupStatus.DELETING.value)
+        .execution_options(synchronize_session=False)
+    )
+    if claimed.rowcount != 1:  # type: ignore[attr-defined]
+        raise Conflict(f"Backup {backup.id} is already being deleted.", field="backup_id")
+    session.refresh(backup)
+    return Recorded(deployment, _record_change(session, deployment, TaskType.DELETE_BACKUP, spec, by, None))
 
 
 def list_backups(session: Session, name: str) -> list[Backup]:
@@ -257,7 +293,11 @@ def record_backup_start(session: Session, task: TaskRow) -> None:
 
 
 def record_backup_end(session: Session, task: TaskRow) -> None:
-    """Copy how a backup task ended (status, location, files, error) onto its backup's row."""
+    """Copy how a backup task ended (status, location, files, error) onto its backup's row; once a
+    backup's deletion succeeded, remove its row (a failed one leaves it as it was, with the error)."""
+    if task.type == TaskType.DELETE_BACKUP.value:
+        _record_delete_end(session, task)
+        return
     backup = _backup_of(session, task)
     if backup is None:
         return
@@ -268,6 +308,19 @@ def record_backup_end(session: Session, task: TaskRow) -> None:
     backup.error = task.error
     succeeded = task.status == TaskStatus.SUCCEEDED.value
     backup.status = (BackupStatus.SUCCEEDED if succeeded else BackupStatus.FAILED).value
+
+
+def _record_delete_end(session: Session, task: TaskRow) -> None:
+    change = session.get(ChangeRow, task.change_id) if task.change_id else None
+    spec = change.spec if change is not None else {}
+    backup = session.get(BackupRow, int(spec.get("backup_id") or 0))
+    if backup is None:
+        return
+    if task.status == TaskStatus.SUCCEEDED.value:
+        session.delete(backup)
+    else:
+        backup.status = str(spec.get("status_before") or BackupStatus.FAILED.value)
+        backup.error = f"Deleting it failed (task {task.id}): {task.error or 'no error given'}"
 
 
 def _backup_of(session: Session, task: TaskRow) -> BackupRow | None:

@@ -31,7 +31,7 @@ from styrmin_backend.protocol import CHANGE_ADAPTER, Change, Target
 from styrmin_backend.services import deployment_status
 from styrmin_backend.services.drivers import DriverInfo, get_driver_info
 from styrmin_backend.services.principal import Principal
-from styrmin_backend.store.models import ChangeRow, DeploymentRow, StepRow, TaskRow
+from styrmin_backend.store.models import BackupRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
 
 @dataclass(frozen=True)
@@ -170,14 +170,20 @@ def upgrade_deployment(
                 field="app_version",
             )
     # An action's upgrade (upgrade_deployment_version) compares with what the cluster runs, since its
-    # own change already asked for the target.
-    elif (target_app, target_driver) == (
-        deployment.running_app_version or "",
-        deployment.running_driver_version or "",
+    # own change already asked for the target. A restore's upgrade also brings the backup's
+    # configuration back, so it has work to do when only the configuration differs.
+    snapshot = _restored_configuration(session, origin)
+    configuration = deployment.configuration if snapshot is None else snapshot
+    running = (deployment.running_app_version or "", deployment.running_driver_version or "")
+    if (
+        origin is not None
+        and (target_app, target_driver) == running
+        and configuration == deployment.configuration
     ):
         return Recorded(deployment, None)
     driver = get_driver_info(session, deployment.driver_name, target_driver)
-    _check_configuration(driver, Configuration.from_json(deployment.configuration))
+    _check_configuration(driver, Configuration.from_json(configuration))
+    deployment.configuration = configuration
     spec = {
         # From what the cluster runs: after a failed upgrade, requesting it again starts from there.
         "from_app_version": deployment.running_app_version or deployment.app_version,
@@ -367,6 +373,19 @@ def claimed_change(task_type: TaskType, spec: dict[str, Any], deployment: Deploy
             stopped_components=stopped,
         )
     return CHANGE_ADAPTER.validate_python({**spec, "type": task_type, "target": target})
+
+
+def _restored_configuration(session: Session, origin: Origin | None) -> dict[str, Any] | None:
+    """The configuration snapshot of the backup that a restore task brings back, when ``origin`` is one."""
+    if origin is None:
+        return None
+    task = session.get(TaskRow, origin.task_id)
+    if task is None or task.type != TaskType.RESTORE.value or task.change_id is None:
+        return None
+    change = session.get(ChangeRow, task.change_id)
+    backup_id = (change.spec if change is not None else {}).get("backup_id")
+    backup = session.get(BackupRow, int(backup_id)) if backup_id is not None else None
+    return dict(backup.configuration) if backup is not None else None
 
 
 def _get_changeable(session: Session, name: str) -> DeploymentRow:

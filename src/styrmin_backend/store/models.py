@@ -189,6 +189,45 @@ class StepRow(Base):
     flow_run_id: Mapped[str | None] = mapped_column(String(64))
 
 
+class BackupLocationRow(Base):
+    """A storage location an administrator set for a cluster, and how its check went.
+
+    The newest ready row of a cluster is the location its backups use; rows are kept, as the backups
+    written to them are read from there.
+    """
+
+    __tablename__ = "backup_locations"
+    __table_args__ = (Index("ix_backup_locations_cluster_id", "cluster", "id"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    cluster: Mapped[str] = mapped_column(String(64))
+    location: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    requested_by: Mapped[str] = mapped_column(String(64))
+    requested_at: Mapped[datetime]
+    checked_at: Mapped[datetime | None]
+
+
+class BackupScheduleRow(Base):
+    """A deployment's backup schedule: when to take a backup and which scheduled ones to keep."""
+
+    __tablename__ = "backup_schedules"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"), unique=True)
+    cron: Mapped[str] = mapped_column(String(100))
+    keep_count: Mapped[int | None] = mapped_column(Integer)
+    keep_days: Mapped[int | None] = mapped_column(Integer)
+    # Moved forward by the server that starts the due backup, in the same statement that checks it:
+    # of several servers, only one sees its update apply.
+    next_run_at: Mapped[datetime] = mapped_column(index=True)
+    last_started_at: Mapped[datetime | None]
+    last_error: Mapped[str | None] = mapped_column(Text)
+    updated_by: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime]
+
+
 class BackupRow(Base):
     __tablename__ = "backups"
     __table_args__ = (Index("ix_backups_deployment_id_id", "deployment_id", "id"),)
@@ -204,6 +243,8 @@ class BackupRow(Base):
     # The storage location as the agent described it when the backup was taken, and the folder inside it.
     location: Mapped[str] = mapped_column(String(512))
     key: Mapped[str] = mapped_column(String(255))
+    # The cluster's location the backup was written to; None: the agent's own folder.
+    location_id: Mapped[int | None] = mapped_column(ForeignKey("backup_locations.id", ondelete="RESTRICT"))
     files: Mapped[list[Any]]
     status: Mapped[str] = mapped_column(String(16))
     label: Mapped[str] = mapped_column(String(16))

@@ -7,10 +7,11 @@ output on the steps of their own task, with the styrmin-actions token of that re
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, Field
 
 from styrmin_backend.api.deps import AppSettings, Db, authenticate_request, bearer_token
 from styrmin_backend.api.schemas import (
@@ -25,13 +26,14 @@ from styrmin_backend.api.schemas import (
     StepNoteRequest,
     StepOutputRequest,
     StepRef,
+    Strict,
     TaskEndRequest,
     TaskSummary,
 )
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import observe_claim, observe_step
-from styrmin_backend.services import agents, changes, drivers, workflow
+from styrmin_backend.services import agents, backup_locations, changes, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
 from styrmin_backend.store.db import transaction
 
@@ -211,3 +213,32 @@ def report_components(
 ) -> DeploymentOut:
     """Record the component workloads of a deployment of the agent's cluster, as the agent sees them."""
     return DeploymentOut.of(agents.report_components(db, agent, name, body.components))
+
+
+class LocationCheckOut(BaseModel):
+    id: int
+    location: dict[str, Any] = Field(description="The location, with only the reference of its Secret.")
+
+
+class LocationCheckRequest(Strict):
+    error: str | None = Field(default=None, max_length=4000, description="What failed; null when it passed.")
+
+
+@router.get(
+    "/backup-location-checks/next",
+    response_model=LocationCheckOut,
+    responses={204: {"description": "No location waits for a check."}},
+)
+def next_location_check(db: Db, agent: Agent) -> LocationCheckOut | Response:
+    """The oldest backup location of the agent's cluster waiting for its check."""
+    row = backup_locations.next_location_check(db, agent.cluster)
+    if row is None:
+        return Response(status_code=204)
+    return LocationCheckOut(id=row.id, location=row.location)
+
+
+@router.post("/backup-location-checks/{location_id}/result", status_code=204)
+def record_location_check(location_id: IdParam, body: LocationCheckRequest, db: Db, agent: Agent) -> Response:
+    """Record how the agent's check of a backup location went."""
+    backup_locations.record_location_check(db, agent.cluster, location_id, body.error)
+    return Response(status_code=204)

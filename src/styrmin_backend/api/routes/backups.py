@@ -5,14 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Response
 from pydantic import BaseModel, Field, StrictInt
 
 from styrmin_backend.api.deps import Db, Reader, Writer
 from styrmin_backend.api.schemas import MAX_ID, ChangeOut, DeploymentOut, Strict, TaskSummary
 from styrmin_backend.domain.backups import BackupLabel, BackupStatus
-from styrmin_backend.services import backups, changes
+from styrmin_backend.domain.errors import NotFound
+from styrmin_backend.services import backup_schedules, backups, changes
 from styrmin_backend.services.backups import Backup
+from styrmin_backend.store.models import BackupScheduleRow
 
 router = APIRouter(tags=["backups"])
 DeploymentName = Annotated[str, Path(max_length=53)]
@@ -109,6 +111,17 @@ def get_backup(backup_id: BackupId, db: Db, _: Reader) -> BackupOut:
     return BackupOut.of(backups.get_backup(db, backup_id))
 
 
+@router.delete("/backups/{backup_id}", response_model=ChangeOut, status_code=202)
+def delete_backup(backup_id: BackupId, db: Db, principal: Writer) -> ChangeOut:
+    """Delete a backup: a task of its deployment deletes its files from the storage location, then the
+    backup is gone. Refused (409) while it is being taken or deleted."""
+    recorded = backups.request_backup_delete(db, backup_id, by=principal)
+    return ChangeOut(
+        deployment=DeploymentOut.of(recorded.deployment),
+        task=TaskSummary.of(recorded.task) if recorded.task else None,
+    )
+
+
 @router.post("/deployments/{name}/restore", response_model=ChangeOut, status_code=202)
 def restore_backup(name: DeploymentName, body: RestoreRequest, db: Db, principal: Writer) -> ChangeOut:
     """Restore a backup: the application goes back to the backup's version, then the driver's restore
@@ -118,3 +131,62 @@ def restore_backup(name: DeploymentName, body: RestoreRequest, db: Db, principal
         deployment=DeploymentOut.of(recorded.deployment),
         task=TaskSummary.of(recorded.task) if recorded.task else None,
     )
+
+
+class BackupScheduleOut(BaseModel):
+    deployment: str
+    cron: str = Field(description="Five-field cron expression, in UTC.")
+    keep_count: int | None = Field(description="Scheduled backups kept, newest first; null: no limit.")
+    keep_days: int | None = Field(description="Scheduled backups older than this many days are deleted.")
+    next_run_at: datetime
+    last_started_at: datetime | None
+    last_error: str | None = Field(description="Why the last due backup was not started, if it was not.")
+    updated_by: str
+    updated_at: datetime
+
+
+class BackupScheduleRequest(Strict):
+    cron: str = Field(max_length=100, description="When to back up, e.g. 0 3 * * * (03:00 UTC daily).")
+    keep_count: StrictInt | None = Field(default=None, description="Keep this many scheduled backups.")
+    keep_days: StrictInt | None = Field(default=None, description="Delete scheduled backups older than this.")
+
+
+def _schedule_out(name: str, row: BackupScheduleRow) -> BackupScheduleOut:
+    return BackupScheduleOut(
+        deployment=name,
+        cron=row.cron,
+        keep_count=row.keep_count,
+        keep_days=row.keep_days,
+        next_run_at=row.next_run_at,
+        last_started_at=row.last_started_at,
+        last_error=row.last_error,
+        updated_by=row.updated_by,
+        updated_at=row.updated_at,
+    )
+
+
+@router.get("/deployments/{name}/backup-schedule", response_model=BackupScheduleOut)
+def get_backup_schedule(name: DeploymentName, db: Db, _: Reader) -> BackupScheduleOut:
+    """The deployment's backup schedule; 404 when it has none."""
+    row = backup_schedules.get_schedule(db, name)
+    if row is None:
+        raise NotFound(f'Deployment "{name}" has no backup schedule.', field="name")
+    return _schedule_out(name, row)
+
+
+@router.put("/deployments/{name}/backup-schedule", response_model=BackupScheduleOut)
+def set_backup_schedule(
+    name: DeploymentName, body: BackupScheduleRequest, db: Db, principal: Writer
+) -> BackupScheduleOut:
+    """Take backups of the deployment on a cron schedule (UTC), keeping a count or an age of them."""
+    row = backup_schedules.set_schedule(
+        db, name, cron=body.cron, keep_count=body.keep_count, keep_days=body.keep_days, by=principal
+    )
+    return _schedule_out(name, row)
+
+
+@router.delete("/deployments/{name}/backup-schedule", status_code=204)
+def remove_backup_schedule(name: DeploymentName, db: Db, _: Writer) -> Response:
+    """Stop taking scheduled backups (the backups taken stay)."""
+    backup_schedules.remove_schedule(db, name)
+    return Response(status_code=204)

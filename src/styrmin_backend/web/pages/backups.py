@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 
 from styrmin_backend.domain.errors import InvalidInput
 from styrmin_backend.domain.roles import Role
-from styrmin_backend.services import backups, changes
+from styrmin_backend.services import backup_locations, backup_schedules, backups, changes
 from styrmin_backend.web._common import (
     HTMX_STOP_POLLING,
     Form,
@@ -24,6 +24,7 @@ from styrmin_backend.web._common import (
     unit,
     viewer_of,
 )
+from styrmin_backend.web.pages.backup_locations import location_view
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False)
 TaskId = Annotated[int, Path(ge=1, le=2**63 - 1)]
@@ -44,7 +45,10 @@ def backups_section(request: Request, name: str) -> HTMLResponse:
             backups=found,
             can_back_up=backups.can_back_up(session, row),
             driver=f"{row.driver_name}@{row.running_driver_version or row.driver_version}",
-            polling=any(b.status in ("pending", "running") for b in found),
+            polling=any(b.status in ("pending", "running", "deleting") for b in found),
+            cluster=row.cluster,
+            schedule=backup_schedules.get_schedule(session, name),
+            location=location_view(backup_locations.location_in_use(session, row.cluster)),
         )
 
 
@@ -111,6 +115,60 @@ def restore(request: Request, name: str, form: Form) -> Response:
         cancel=f"/deployments/{name}",
         danger=True,
     )
+
+
+@router.post("/backups/{backup_id}/delete")
+def delete_backup(request: Request, backup_id: TaskId, form: Form) -> Response:
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+    if text(form, "confirmed") == "yes":
+        with unit(request) as session:
+            recorded = backups.request_backup_delete(session, backup_id, by=viewer.principal)
+            task_id = recorded.task.id if recorded.task else None
+        return see_other(f"/tasks/{task_id}")
+    with dry_run(request) as session:
+        recorded = backups.request_backup_delete(session, backup_id, by=viewer.principal)
+        name = recorded.deployment.name
+        backup = backups.get_backup(session, backup_id)
+        taken = backup.created_at.strftime("%Y-%m-%d %H:%M UTC")
+        location = backup.location or "the agent's own folder"
+        version = backup.app_version
+    return confirm_page(
+        request,
+        viewer,
+        title=f'Delete backup {backup_id} of "{name}"?',
+        lines=[
+            f"Backup {backup_id} was taken at application version {version} on {taken}.",
+            f"Its files are deleted from {location}; it can no longer be restored.",
+        ],
+        action=f"/backups/{backup_id}/delete",
+        hidden={},
+        button=f"Delete backup {backup_id}",
+        cancel=f"/deployments/{name}",
+        danger=True,
+    )
+
+
+@router.post("/deployments/{name}/backup-schedule")
+def set_schedule(request: Request, name: str, form: Form) -> Response:
+    """Set or remove the deployment's backup schedule from the Backups section."""
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+        if text(form, "remove") == "yes":
+            backup_schedules.remove_schedule(session, name)
+        else:
+            keep = {}
+            for field in ("keep_count", "keep_days"):
+                raw = text(form, field).strip()
+                if raw and not raw.isdigit():
+                    raise InvalidInput(f'"{raw}" is not a whole number.', field=field)
+                keep[field] = int(raw) if raw else None
+            backup_schedules.set_schedule(
+                session, name, cron=text(form, "cron").strip(), by=viewer.principal, **keep
+            )
+    return see_other(f"/deployments/{name}#backups")
 
 
 @router.get("/tasks/{task_id}/way-back")
