@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
-from styrmin_backend.api.deps import AppSettings, Db, authenticate_request, bearer_token
+from styrmin_backend.api.deps import AppSettings, Db, authenticate_request, bearer_token, short_transaction
 from styrmin_backend.api.schemas import (
     MAX_ID,
     ClaimOut,
@@ -34,7 +34,6 @@ from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import observe_claim, observe_step
 from styrmin_backend.services import agents, changes, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
-from styrmin_backend.store.db import transaction
 
 router = APIRouter(prefix="/agent", tags=["agent"])
 IdParam = Annotated[int, Path(ge=1, le=MAX_ID)]
@@ -85,11 +84,10 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
     With ``wait_seconds``, the answer waits up to that long for a task to arrive (a long poll), so
     a new change starts at once without the agent asking many times a second.
     """
-    factory = request.app.state.session_factory
     key = bearer_token(request) or ""
 
     def attempt() -> ClaimOut | None:
-        with transaction(factory) as db:
+        with short_transaction(request) as db:
             if not key.startswith(agents.AGENT_KEY_PREFIX):
                 raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
             agent = agents.authenticate_agent(db, key)
