@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -26,6 +27,14 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 def get_db(request: Request) -> Iterator[Session]:
     """A session whose work is committed when the route succeeds and rolled back when it fails."""
+    with request.app.state.session_factory() as session, session.begin():
+        yield session
+
+
+@contextmanager
+def short_transaction(request: Request) -> Iterator[Session]:
+    """A session of its own, committed at the end of the block: for a route that waits between looks
+    at the database (a long poll) and so must hold no connection while it waits."""
     with request.app.state.session_factory() as session, session.begin():
         yield session
 

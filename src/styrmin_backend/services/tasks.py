@@ -12,6 +12,7 @@ from styrmin_backend.domain.errors import NotAllowed, NotFound
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.store.models import ChangeRow, DeploymentRow, StepRow, TaskRow
+from styrmin_backend.store.task_ends import TASK_ENDS as TASK_ENDS
 
 MAX_PAGE_SIZE = 500
 

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
-from styrmin_backend.api.deps import AppSettings, Db, authenticate_request, bearer_token
+from styrmin_backend.api.deps import AppSettings, Db, authenticate_request, bearer_token, short_transaction
 from styrmin_backend.api.schemas import (
     MAX_ID,
     ClaimOut,
@@ -35,7 +35,6 @@ from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import observe_claim, observe_step
 from styrmin_backend.services import agents, backup_locations, changes, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
-from styrmin_backend.store.db import transaction
 
 router = APIRouter(prefix="/agent", tags=["agent"])
 IdParam = Annotated[int, Path(ge=1, le=MAX_ID)]
@@ -85,12 +84,11 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
     wait ends when the database announces a new task of the cluster (LISTEN/NOTIFY); on SQLite it
     looks again every few milliseconds.
     """
-    factory = request.app.state.session_factory
     wakeups = request.app.state.claim_wakeups  # store.claim_wakeups.ClaimWakeups, made by server_app
     key = bearer_token(request) or ""
 
     def attempt() -> tuple[ClaimOut | None, str]:
-        with transaction(factory) as db:
+        with short_transaction(request) as db:
             if not key.startswith(agents.AGENT_KEY_PREFIX):
                 raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
             agent = agents.authenticate_agent(db, key)

@@ -11,9 +11,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy.exc import SQLAlchemyError
 
-from styrmin_backend.store.migrate import database_is_current
+from styrmin_backend.services import readiness
 
 router = APIRouter(include_in_schema=False)
 
@@ -29,12 +28,9 @@ def readyz(request: Request) -> JSONResponse:
     """Ready: 200 when the database answers with the newest schema; 503 saying why otherwise."""
     if request.app.state.stopping.is_set():
         return _not_ready("The server is stopping.")
-    try:
-        current = database_is_current(request.app.state.engine)
-    except SQLAlchemyError as error:
-        return _not_ready(f"The database cannot be reached: {type(error).__name__}.")
-    if not current:
-        return _not_ready("The database schema is not at the newest migration; run `styrmin db upgrade`.")
+    reason = readiness.database_not_ready(request.app.state.engine)
+    if reason is not None:
+        return _not_ready(reason)
     return JSONResponse({"status": "ok"})
 
 

@@ -8,15 +8,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
-from styrmin_backend.api.deps import Db, Reader, Writer, require
+from styrmin_backend.api.deps import Db, Reader, Writer, require, short_transaction
 from styrmin_backend.api.routes.deployments import change_out
 from styrmin_backend.api.schemas import MAX_ID, ChangeOut, ConfigurationIn, TaskOut, TaskPageOut, TaskSummary
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services import changes, tasks
 from styrmin_backend.services.tasks import MAX_PAGE_SIZE
-from styrmin_backend.store.db import transaction
-from styrmin_backend.store.task_ends import TASK_ENDS
 
 MAX_WAIT_UNTIL_END_SECONDS = 60.0
 """The longest a read of one task waits for it to end."""
@@ -64,15 +62,14 @@ async def get_task(
     With ``wait_until_end``, the answer waits until the task has ended or that many seconds have
     passed, so a caller waiting for a task learns of its end at once without asking many times a second.
     """
-    # Each look at the database is a transaction of its own, so no connection is held while waiting.
-    factory = request.app.state.session_factory
 
+    # Each look at the database is a transaction of its own, so no connection is held while waiting.
     def authenticate() -> None:
-        with transaction(factory) as session:
+        with short_transaction(request) as session:
             _reader(request, session)
 
     def read() -> TaskOut:
-        with transaction(factory) as session:
+        with short_transaction(request) as session:
             return TaskOut.of_detail(tasks.get_task_detail(session, task_id))
 
     await run_in_threadpool(authenticate)
@@ -86,20 +83,19 @@ _reader = require(Role.READ_ONLY)
 
 async def _until_ended(request: Request, task_id: int, seconds: float) -> None:
     """Return once task ``task_id`` has ended (or does not exist), ``seconds`` have passed, or the caller left."""
-    factory = request.app.state.session_factory
 
     def waiting() -> bool:
-        with transaction(factory) as session:
+        with short_transaction(request) as session:
             return tasks.task_is_waiting(session, task_id)
 
     deadline = time.monotonic() + seconds
     while True:
-        mark = TASK_ENDS.mark()
+        mark = tasks.TASK_ENDS.mark()
         if not await run_in_threadpool(waiting):
             return
         if time.monotonic() >= deadline or await request.is_disconnected():
             return
-        await TASK_ENDS.wait(mark, _END_POLL_SECONDS)
+        await tasks.TASK_ENDS.wait(mark, _END_POLL_SECONDS)
 
 
 @router.post("/tasks/{task_id}/retry", response_model=ChangeOut, status_code=202)
