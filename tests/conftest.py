@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 import yaml
+from argon2 import PasswordHasher
 from sqlalchemy import Engine
 
+from styrmin_backend.services import secrets as password_secrets
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.migrate import upgrade_database
 from tests.support.drivers import EXAMPLE_DRIVER
@@ -24,6 +26,52 @@ if TYPE_CHECKING:
 
 POSTGRES_DSN = os.environ.get("STYRMIN_TEST_POSTGRES", "host=127.0.0.1 port=5432 user=postgres dbname=test")
 DB_ENGINES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cheap_password_hashing() -> Iterator[None]:
+    """Argon2 with its cheapest cost in the test processes: 0.7 ms a hash instead of 175 ms of CPU.
+
+    Tests log in and make users thousands of times, and the real cost was most of the fast loop's
+    time (the 40 failed logins of a throttle test alone took 7 s of CPU). Passwords still hash and
+    verify with argon2id; the processes the tests start (``styrmin up``, ``styrmin server``) keep the
+    real cost.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            password_secrets, "_hasher", PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
+        )
+        yield
+
+
+LONGEST_FIRST = (
+    "tests/test_styrmin_up.py",
+    "tests/web/test_browser_end_to_end.py",
+    "tests/agent/test_resilience.py",
+    "tests/api/test_login_throttle.py",
+    "tests/actions/test_backups.py",
+    "tests/api/test_schemathesis.py",
+    "tests/agent/test_workflows.py",
+    "tests/actions/test_seed_example.py",
+    "tests/agent_prefect/test_action_runner.py",
+    "tests/web/test_forms.py",
+    "tests/api/test_drivers_registry.py",
+    "tests/api/test_agent_load.py",
+    "tests/agent/test_agent_restart.py",
+    "tests/production/test_prefect_on_postgresql.py",
+    "tests/api/test_agent_protocol.py",
+    "tests/api/test_auth.py",
+)
+"""The test files that keep a worker busy longest, longest first (from ``--durations`` of the whole
+suite on the 2-core machine, whole-stack start-up included). ./scripts/test hands files to its two
+workers in collection order (``--dist loadfile --no-loadscope-reorder``): started first, the long
+files end while short ones fill in, and neither worker sits idle at the end waiting for the other."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the files of ``LONGEST_FIRST`` first, in that order; the rest follow in their usual order."""
+    rank = {path: position for position, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 def _pg_admin() -> psycopg.Connection:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -13,6 +16,7 @@ from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.services import agents
 from styrmin_backend.store.models import TaskRow
+from styrmin_backend.store.task_ends import TASK_ENDS
 
 from .conftest import Stack
 
@@ -448,3 +452,37 @@ def test_an_unknown_part_of_a_task_result_is_refused_naming_it(stack: Stack) -> 
         f"/api/v1/agent/tasks/{task_id}/end", json={"result": {"aplied": {}}}, headers=agent
     )
     assert ended.status_code == 422 and "aplied" in ended.text
+
+
+def test_a_task_ending_in_this_server_wakes_waiting_reads_only_once_it_is_committed(stack: Stack) -> None:
+    # The wait is far longer than the test allows, so only the wake-up can end it in time.
+    task_id = _deploy(stack)
+
+    async def wait_while(end: Callable[[], None], allowed: float) -> bool:
+        mark = TASK_ENDS.mark()
+        waiting = asyncio.create_task(TASK_ENDS.wait(mark, timeout=600))
+        await asyncio.sleep(0)
+        await asyncio.to_thread(end)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiting), allowed)
+        except TimeoutError:
+            waiting.cancel()
+            return False
+        return True
+
+    def end_and_roll_back() -> None:
+        with contextlib.suppress(RuntimeError), stack.session() as session:
+            task = session.get(TaskRow, task_id)
+            assert task is not None
+            task.status = "failed"
+            session.flush()
+            raise RuntimeError("rolled back")
+
+    def end_and_commit() -> None:
+        with stack.session() as session:
+            task = session.get(TaskRow, task_id)
+            assert task is not None
+            task.status = "succeeded"
+
+    assert not asyncio.run(wait_while(end_and_roll_back, 2)), "a rolled-back end woke the reads"
+    assert asyncio.run(wait_while(end_and_commit, 60)), "a committed end did not wake the reads"

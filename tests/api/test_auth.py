@@ -213,3 +213,26 @@ def test_reset_password_gives_a_new_password_that_logs_in(stack: Stack) -> None:
         == 401
     )
     assert stack.login("dave", new)
+
+
+def test_a_nul_character_in_any_text_is_refused_naming_the_field_and_stores_nothing(stack: Stack) -> None:
+    # PostgreSQL stores no NUL in text: these answered 500 there before.
+    for path in ("/api/v1/auth/login", "/api/v1/auth/session"):
+        answer = stack.client.post(path, json={"username": "ad\x00min", "password": "x"})
+        assert answer.status_code == 422, answer.text
+        assert "username" in answer.text
+    admin = stack.headers(stack.token_for("admin"))
+    before = stack.client.get("/api/v1/auth/tokens", headers=admin).json()
+    answer = stack.client.post("/api/v1/auth/tokens", json={"name": "ci\x00"}, headers=admin)
+    assert answer.status_code == 422 and "name" in answer.text and "NUL" in answer.text, answer.text
+    assert stack.client.get("/api/v1/auth/tokens", headers=admin).json() == before
+
+
+def test_the_login_page_refuses_a_user_name_with_control_characters_plainly(stack: Stack) -> None:
+    page = stack.client.get("/login")
+    csrf = page.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
+    answer = stack.client.post(
+        "/login", data={"csrf_token": csrf, "username": "ad\tmin", "password": "x", "next": "/"}
+    )
+    assert answer.status_code == 401
+    assert "control characters" in answer.text

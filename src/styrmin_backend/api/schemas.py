@@ -5,7 +5,16 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    model_validator,
+)
 
 from styrmin_backend.domain.deployments import check_env_var_name
 from styrmin_backend.domain.limits import OUTPUT_TAIL_MAX_BYTES
@@ -27,7 +36,8 @@ from styrmin_backend.store.models import (
     UserRow,
 )
 
-Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
+"""A name people type: no control characters (tab, newline, NUL)."""
 Version = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 ]
@@ -40,6 +50,29 @@ class Strict(BaseModel):
     """A request body: unknown fields are refused so that a typo is never silently ignored."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul_characters(cls, data: Any) -> Any:
+        # No database stores NUL in text (PostgreSQL refuses it): refuse it here, naming the field.
+        where = _nul_in(data, "")
+        if where is not None:
+            raise ValueError(f"{where or 'the body'} contains a NUL character (\\x00); remove it.")
+        return data
+
+
+def _nul_in(value: Any, path: str) -> str | None:
+    """The path of the first text in ``value`` holding a NUL character, or None."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and "\x00" in key:
+            return f"{path}.{key!r}".lstrip(".")
+        found = _nul_in(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 # --- auth --------------------------------------------------------------------------------------

@@ -57,7 +57,12 @@ def check_password_can_be_set(username: str) -> None:
 
 
 def check_login_allowed(username: str) -> None:
-    """Raise NotAuthenticated for a login as a built-in user."""
+    """Raise NotAuthenticated for a login as a built-in user, or with a name no user can have."""
+    if any(ord(character) < 0x20 or character == "\x7f" for character in username):
+        raise NotAuthenticated(
+            "A user name has no control characters (tab, newline, NUL); check what was typed.",
+            field="username",
+        )
     if username in BUILTIN_USERNAMES:
         raise NotAuthenticated(
             f"No one can log in as {username}: it is the built-in user of Styrmin's actions and has no "

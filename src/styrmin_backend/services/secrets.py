@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 
@@ -10,8 +11,16 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 TOKEN_PREFIX = "sty_"  # noqa: S105 - a marker, not a secret
 _hasher = PasswordHasher()
-# A hash to verify against when the user does not exist, so that a login takes as long either way.
-_DUMMY_HASH = _hasher.hash("styrmin-no-such-user")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash to verify against when the user does not exist, so that a login takes as long either way.
+
+    Made on first use, not on import: every process that imports the services (each CLI call, the
+    agent) would otherwise pay an argon2 hash (0.3 s, more on a busy machine) at start.
+    """
+    return _hasher.hash("styrmin-no-such-user")
 
 
 def hash_password(password: str) -> str:
@@ -22,7 +31,7 @@ def hash_password(password: str) -> str:
 def verify_password(password_hash: str | None, password: str) -> bool:
     """Whether ``password`` matches ``password_hash`` (always False for no hash, in constant effort)."""
     try:
-        return _hasher.verify(password_hash or _DUMMY_HASH, password) and password_hash is not None
+        return _hasher.verify(password_hash or _dummy_hash(), password) and password_hash is not None
     except (VerificationError, InvalidHashError):
         return False
 

@@ -152,9 +152,9 @@ Form = Annotated[FormData, Depends(read_form)]
 
 
 def text(form: FormData, name: str) -> str:
-    """A text field of ``form``, empty when absent."""
+    """A text field of ``form``, empty when absent, without NUL characters (no typing makes them)."""
     value = form.get(name)
-    return value if isinstance(value, str) else ""
+    return value.replace("\x00", "") if isinstance(value, str) else ""
 
 
 def new_login_csrf() -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Annotated
 
@@ -17,11 +16,13 @@ from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services import changes, tasks
 from styrmin_backend.services.tasks import MAX_PAGE_SIZE
 from styrmin_backend.store.db import transaction
+from styrmin_backend.store.task_ends import TASK_ENDS
 
 MAX_WAIT_UNTIL_END_SECONDS = 60.0
 """The longest a read of one task waits for it to end."""
 _END_POLL_SECONDS = 0.05
-"""How often a waiting read looks at the task's status: one row, by its key."""
+"""How often a waiting read looks at the task's status (one row, by its key), unless a task's end in
+this process wakes it first."""
 
 router = APIRouter(tags=["tasks"])
 
@@ -92,10 +93,13 @@ async def _until_ended(request: Request, task_id: int, seconds: float) -> None:
             return tasks.task_is_waiting(session, task_id)
 
     deadline = time.monotonic() + seconds
-    while await run_in_threadpool(waiting):
+    while True:
+        mark = TASK_ENDS.mark()
+        if not await run_in_threadpool(waiting):
+            return
         if time.monotonic() >= deadline or await request.is_disconnected():
             return
-        await asyncio.sleep(_END_POLL_SECONDS)
+        await TASK_ENDS.wait(mark, _END_POLL_SECONDS)
 
 
 @router.post("/tasks/{task_id}/retry", response_model=ChangeOut, status_code=202)
