@@ -60,8 +60,10 @@ def _waiting(client: TestClient, cluster: str = "local") -> None:
     """Return once a claim of ``cluster`` waits on ``client``'s server."""
     wakeups = client.app.state.claim_wakeups  # type: ignore[attr-defined]
     time.sleep(0.3)  # on SQLite the claim polls: let it look at least once
+    if client.app.state.engine.dialect.name != "postgresql":  # type: ignore[attr-defined]
+        return
     deadline = time.monotonic() + 60
-    while wakeups.listening and not wakeups.waiting(cluster):
+    while not wakeups.waiting(cluster):  # once the server listens, the claim waits for a NOTIFY
         assert time.monotonic() < deadline, "the claim never waited"
         time.sleep(0.02)
 

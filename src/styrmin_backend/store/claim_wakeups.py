@@ -165,6 +165,8 @@ class ClaimWakeups:
                 assert isinstance(listener, psycopg.Connection)
                 listener.autocommit = True
                 listener.execute(f"LISTEN {CLAIMABLE_CHANNEL}")
+                if failures:
+                    log.warning("Listening for new tasks again; claims stop polling the database.")
                 self._listening, failures = True, 0
                 self.wake_all()  # a task inserted while no one listened is claimable now
                 while not self._closed.is_set():
@@ -175,7 +177,9 @@ class ClaimWakeups:
                     break
                 delay = _RECONNECT_SECONDS[min(failures, len(_RECONNECT_SECONDS) - 1)]
                 failures += 1
-                log.warning(
+                # Said once per outage; the attempts after it only at debug level.
+                log.log(
+                    logging.WARNING if failures == 1 else logging.DEBUG,
                     "Not listening for new tasks (%s: %s); claims poll the database until it is back, "
                     "trying again in %g s.",
                     type(error).__name__,
