@@ -71,7 +71,7 @@ NEEDS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/agent/drivers/{name}/versions/{version}/archive"): AGENT,
     ("PUT", "/api/v1/agent/deployments/{name}/components"): AGENT,
     ("POST", "/api/v1/agent/steps/{step_id}/end"): AGENT,
-    ("GET", "/api/v1/agent/backup-location-checks/next"): AGENT,
+    ("GET", "/api/v1/agent/backup-location-checks"): AGENT,
     ("POST", "/api/v1/agent/backup-location-checks/{location_id}"): AGENT,
     ("GET", "/api/v1/tasks"): ANY,
     ("GET", "/api/v1/tasks/{task_id}"): ANY,

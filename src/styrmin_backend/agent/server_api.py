@@ -154,7 +154,7 @@ class ServerApi:
 
     async def next_location_check(self) -> tuple[int, dict[str, Any]] | None:
         """The next backup location of the agent's cluster to check: its id and location, or None."""
-        response = await self._call("GET", "/backup-location-checks/next", timeout=30)
+        response = await self._call("GET", "/backup-location-checks", timeout=30)
         if response.status_code == 204:
             return None
         body = response.json()

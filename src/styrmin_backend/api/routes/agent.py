@@ -222,7 +222,7 @@ class LocationCheckRequest(Strict):
 
 
 @router.get(
-    "/backup-location-checks/next",
+    "/backup-location-checks",
     response_model=LocationCheckOut,
     responses={204: {"description": "No location waits for a check."}},
 )
