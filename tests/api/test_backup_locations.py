@@ -28,10 +28,10 @@ def _set(stack: Stack, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check(stack: Stack, agent: dict[str, str], error: str | None) -> dict[str, Any]:
-    pending = stack.client.get("/api/v1/agent/backup-location-checks/next", headers=agent)
+    pending = stack.client.get("/api/v1/agent/backup-location-checks", headers=agent)
     assert pending.status_code == 200, pending.text
     checked = stack.client.post(
-        f"/api/v1/agent/backup-location-checks/{pending.json()['id']}/result",
+        f"/api/v1/agent/backup-location-checks/{pending.json()['id']}",
         json={"error": error},
         headers=agent,
     )
@@ -71,7 +71,7 @@ def test_a_location_is_used_only_once_its_agent_checked_it(stack: Stack) -> None
         "ready",
         None,
     )
-    assert stack.client.get("/api/v1/agent/backup-location-checks/next", headers=agent).status_code == 204
+    assert stack.client.get("/api/v1/agent/backup-location-checks", headers=agent).status_code == 204
 
 
 def test_a_location_that_fails_its_check_changes_nothing_and_says_what_failed(stack: Stack) -> None:

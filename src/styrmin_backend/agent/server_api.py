@@ -136,13 +136,11 @@ class ServerApi:
 
     async def next_location_check(self) -> tuple[int, dict[str, Any]] | None:
         """The next backup location of the agent's cluster to check: its id and location, or None."""
-        response = await self._call("GET", "/backup-location-checks/next", timeout=30)
+        response = await self._call("GET", "/backup-location-checks", timeout=30)
         if response.status_code == 204:
             return None
         body = response.json()
         return int(body["id"]), dict(body["location"])
 
     async def record_location_check(self, location_id: int, error: str | None) -> None:
-        await self._call_retrying(
-            "POST", f"/backup-location-checks/{location_id}/result", json={"error": error}
-        )
+        await self._call_retrying("POST", f"/backup-location-checks/{location_id}", json={"error": error})

@@ -223,7 +223,7 @@ class LocationCheckRequest(Strict):
 
 
 @router.get(
-    "/backup-location-checks/next",
+    "/backup-location-checks",
     response_model=LocationCheckOut,
     responses={204: {"description": "No location waits for a check."}},
 )
@@ -235,7 +235,7 @@ def next_location_check(db: Db, agent: Agent) -> LocationCheckOut | Response:
     return LocationCheckOut(id=row.id, location=row.location)
 
 
-@router.post("/backup-location-checks/{location_id}/result", status_code=204)
+@router.post("/backup-location-checks/{location_id}", status_code=204)
 def record_location_check(location_id: IdParam, body: LocationCheckRequest, db: Db, agent: Agent) -> Response:
     """Record how the agent's check of a backup location went."""
     backup_locations.record_location_check(db, agent.cluster, location_id, body.error)
