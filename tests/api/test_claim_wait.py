@@ -141,6 +141,30 @@ def test_a_stopping_server_answers_waiting_claims_at_once(stack: Stack) -> None:
     assert seconds < LONG_WAIT / 2
 
 
+def test_a_change_committed_in_this_server_wakes_its_claims_without_waiting_for_a_poll(stack: Stack) -> None:
+    # On SQLite nothing else could wake them: without the commit's wake-up the mark stays as it was.
+    stack.add_driver()
+    wakeups = stack.client.app.state.claim_wakeups  # type: ignore[attr-defined]
+    admin = stack.headers(stack.token_for("admin"))
+    wakeups.mark()  # on PostgreSQL: starts listening, which wakes every claim once
+    deadline = time.monotonic() + 60
+    while stack.engine.dialect.name == "postgresql" and not wakeups.listening:
+        assert time.monotonic() < deadline, "the server never listened"
+        time.sleep(0.01)
+    before = wakeups.mark()
+    refused = stack.client.post(
+        "/api/v1/deployments", json={**CREATE, "driver_version": "9.9.9"}, headers=admin
+    )
+    assert refused.status_code >= 400
+    assert wakeups.mark().of("local") == before.of("local"), "a refused request woke the claims"
+    created = stack.client.post("/api/v1/deployments", json=CREATE, headers=admin)
+    assert created.status_code == 202, created.text
+    deadline = time.monotonic() + 60  # on PostgreSQL the NOTIFY may come too; either way, now
+    while wakeups.mark().of("local") == before.of("local"):
+        assert time.monotonic() < deadline, "the commit of a new change woke no claim of its cluster"
+        time.sleep(0.01)
+
+
 @pytest.fixture
 def postgres_stack(stack: Stack) -> Stack:
     if stack.engine.dialect.name != "postgresql":

@@ -4,7 +4,8 @@ Inserting a pending task sends ``NOTIFY styrmin_task_claimable, '<cluster>'`` in
 so PostgreSQL delivers it once the task is committed, to every server on the database. Each server
 process holds one connection that LISTENs (started by the first waiting claim) and wakes the claims
 of that cluster waiting in the process. On SQLite, and while that connection is down, a waiting
-claim looks again every :data:`POLL_SECONDS` instead.
+claim looks again every :data:`POLL_SECONDS` instead; a commit in the same process that made a task
+claimable wakes it at once all the same (one process serves ``styrmin up``).
 
 A task becomes claimable when it is inserted (a change, or a change an action asked for), and a
 change when the change of its deployment before it ends (one change of a deployment runs at a
@@ -17,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import weakref
 from collections import Counter
 from typing import Any
 
 import psycopg
 from sqlalchemy import Connection, Engine, event, func, inspect, select
-from sqlalchemy.orm import Mapper
+from sqlalchemy.orm import Mapper, Session, object_session
 
 from styrmin_backend.domain.tasks import TaskStatus
 from styrmin_backend.store.models import TaskRow
@@ -45,6 +47,7 @@ def _announce_pending_task(_mapper: Mapper[Any], connection: Connection, task: T
     """A new pending task may be claimed."""
     if task.status == TaskStatus.PENDING.value:
         _notify(connection, task.cluster)
+        _remember(task)
 
 
 @event.listens_for(TaskRow, "after_update")
@@ -56,12 +59,36 @@ def _announce_ended_change(_mapper: Mapper[Any], connection: Connection, task: T
         and inspect(task).attrs.status.history.has_changes()
     ):
         _notify(connection, task.cluster)
+        _remember(task)
 
 
 def _notify(connection: Connection, cluster: str) -> None:
     """Tell every server on the database, once this transaction commits, that ``cluster`` has work."""
     if connection.dialect.name == "postgresql":
         connection.execute(select(func.pg_notify(CLAIMABLE_CHANNEL, cluster)))
+
+
+_SESSION_KEY = "styrmin_claimable_clusters"
+_IN_THIS_PROCESS: weakref.WeakSet[ClaimWakeups] = weakref.WeakSet()
+"""The wake-ups of every app in this process, woken directly after a commit made a task claimable."""
+
+
+def _remember(task: TaskRow) -> None:
+    session = object_session(task)
+    if session is not None:
+        session.info.setdefault(_SESSION_KEY, set()).add(task.cluster)
+
+
+@event.listens_for(Session, "after_commit")
+def _wake_this_process(session: Session) -> None:
+    for cluster in session.info.pop(_SESSION_KEY, ()):
+        for wakeups in list(_IN_THIS_PROCESS):
+            wakeups._wake(cluster)
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget(session: Session) -> None:
+    session.info.pop(_SESSION_KEY, None)
 
 
 class Mark:
@@ -86,6 +113,7 @@ class ClaimWakeups:
         self._listening = False
         self._thread: threading.Thread | None = None
         self._closed = threading.Event()
+        _IN_THIS_PROCESS.add(self)
 
     @property
     def listening(self) -> bool:
@@ -107,9 +135,8 @@ class ClaimWakeups:
         """Return once a task of ``cluster`` may have become claimable since ``mark``, or after ``timeout``."""
         if timeout <= 0:
             return
-        if not self._listening:
-            await asyncio.sleep(min(POLL_SECONDS, timeout))
-            return
+        if not self._listening:  # look again soon, unless a commit in this process wakes it first
+            timeout = min(POLL_SECONDS, timeout)
         waiter = (asyncio.get_running_loop(), asyncio.Event())
         with self._lock:
             if Mark(self._counts).of(cluster) != mark.of(cluster):
