@@ -48,7 +48,6 @@ LONGEST_FIRST = (
     "tests/test_styrmin_up.py",
     "tests/web/test_browser_end_to_end.py",
     "tests/agent/test_resilience.py",
-    "tests/api/test_login_throttle.py",
     "tests/actions/test_backups.py",
     "tests/api/test_schemathesis.py",
     "tests/agent/test_workflows.py",

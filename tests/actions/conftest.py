@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+import styrmin
 from styrmin_backend.testing import StyrminStack
 from tests.support.drivers import EXAMPLE_DRIVER, driver_folder
 
@@ -23,6 +26,26 @@ def styrmin_stack(whole_stack: StyrminStack) -> StyrminStack:
 @pytest.fixture(scope="session")
 def stack(whole_stack: StyrminStack) -> StyrminStack:
     return whole_stack
+
+
+@pytest.fixture(autouse=True)
+def _delete_the_tests_deployments(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Delete the deployments a test made on the shared stack once it has ended, as an operator would.
+
+    Left running, their pods would keep running and the stack's agent would keep reporting their
+    components every second for the rest of the session. The deletions are only asked for: the
+    agent uninstalls them while the next test runs. Tests without the whole stack are left alone.
+    """
+    if "whole_stack" not in request.fixturenames:
+        yield
+        return
+    client = request.getfixturevalue("whole_stack").client
+    before = {deployment.name for deployment in client.deployments.list()}
+    yield
+    for deployment in client.deployments.list():
+        if deployment.name not in before:
+            with contextlib.suppress(styrmin.StyrminError):  # e.g. a task of it still running
+                client.deployments.delete(deployment.name)
 
 
 @pytest.fixture

@@ -1,18 +1,22 @@
-"""A real Prefect server and action runner, shared by the whole session, and a driver of test actions."""
+"""A real Prefect server (the test worker's whole stack's) and an action runner of the tests' own, and a
+driver of test actions."""
 
 from __future__ import annotations
 
 import textwrap
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import pytest_asyncio
 
 from styrmin_backend.actions import GlobalContext
-from styrmin_backend.agent.prefect import ActionRunner, LocalPrefectServer
+from styrmin_backend.agent.prefect import ActionRunner
+
+if TYPE_CHECKING:
+    from styrmin_backend.testing import StyrminStack
 
 TOKEN = "sty_act_9f8e7d6c5b4a39281706f5e4d3c2b1a0"
 """The reconciliation's token the tests give their actions; it must never reach Prefect."""
@@ -108,29 +112,28 @@ def not_a_flow(context):
 
 
 @pytest.fixture(scope="session")
-def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPrefectServer]:
-    server = LocalPrefectServer(tmp_path_factory.mktemp("prefect"))
-    server.start()
-    yield server
-    server.stop()
+def prefect_api_url(whole_stack: StyrminStack) -> str:
+    """The API of the Prefect server that the test worker's whole stack started (flow runs are named
+    uniquely, so the stack's own runs do not get in the way)."""
+    return whole_stack.prefect_api_url
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def runner(prefect_server: LocalPrefectServer) -> AsyncIterator[ActionRunner]:
+async def runner(prefect_api_url: str) -> AsyncIterator[ActionRunner]:
     # The agent's own STYRMIN_* settings are in its environment when it makes its runner.
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STYRMIN_AGENT_KEY", AGENT_KEY)
-        action_runner = ActionRunner(prefect_server.api_url, pool_size=4)
+        action_runner = ActionRunner(prefect_api_url, pool_size=2)
     async with action_runner:
         await action_runner.wait_until_ready()
         yield action_runner
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def prefect_client(prefect_server: LocalPrefectServer) -> AsyncIterator[Any]:
+async def prefect_client(prefect_api_url: str) -> AsyncIterator[Any]:
     from prefect.client.orchestration import PrefectClient
 
-    async with PrefectClient(prefect_server.api_url) as client:
+    async with PrefectClient(prefect_api_url) as client:
         yield client
 
 

@@ -1,6 +1,7 @@
 """Actions run as Prefect flow runs on a real Prefect server, each in a process of its own.
 
-One file, so that one pytest-xdist worker starts the session's Prefect server and runner processes."""
+They run on the Prefect server of the test worker's whole stack, with runner processes of their own; one
+file, so that one pytest-xdist worker starts those processes."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
-from styrmin_backend.agent.prefect import ActionRunner, LocalPrefectServer
+from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.domain.limits import REDACTED
 from tests.agent_prefect.conftest import TOKEN, action_env, flow_run_name, make_context
+
+if TYPE_CHECKING:
+    from styrmin_backend.testing import StyrminStack
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
@@ -55,14 +59,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-async def test_local_prefect_server_serves_its_ui(prefect_server: LocalPrefectServer) -> None:
+async def test_local_prefect_server_serves_its_ui(whole_stack: StyrminStack) -> None:
     async with httpx.AsyncClient(timeout=10) as client:
-        response = await client.get(prefect_server.url)
+        response = await client.get(whole_stack.prefect_ui_url)
 
     assert response.status_code == 200
     assert "<html" in response.text.lower()
-    assert prefect_server.start_seconds is not None
-    assert (prefect_server.data_dir / "prefect.db").is_file()
+    # Its state is in SQLite in the Prefect folder of Styrmin's data folder (next to the cluster's).
+    assert (whole_stack.cluster.data_dir.parent / "prefect" / "prefect.db").is_file()
 
 
 async def test_action_runs_as_a_completed_flow_run_with_its_logs(

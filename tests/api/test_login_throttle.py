@@ -1,15 +1,45 @@
-"""Login throttling: repeated failures are refused for a while (429 + Retry-After), never for good."""
+"""Login throttling: repeated failures are refused for a while (429 + Retry-After), never for good.
+
+The server's login clock is moved forward instead of sleeping out each Retry-After: the blocks are
+real (stored in the database, shared by servers), only the waiting is skipped.
+"""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
+import pytest
 from fastapi.testclient import TestClient
 
 from styrmin_backend.domain.login_throttle import FREE_FAILURES_PER_ADDRESS, FREE_FAILURES_PER_USER, MAX_BLOCK
 from styrmin_backend.server_app import create_app
+from styrmin_backend.services import auth
 
 from .conftest import ADMIN_PASSWORD, Stack
+
+
+class LoginClock:
+    """The time the login service sees: the real time plus however far a test has moved it on."""
+
+    def __init__(self) -> None:
+        self.ahead = timedelta(0)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.ahead
+
+    def wait(self, seconds: int) -> None:
+        """Let ``seconds`` pass for the login service, at once."""
+        self.ahead += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> Iterator[LoginClock]:
+    """The login service's clock, for this test."""
+    login_clock = LoginClock()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(auth, "utcnow", login_clock.now)
+        yield login_clock
 
 
 def _login(client: TestClient, password: str, username: str = "admin") -> tuple[int, str | None, str]:
@@ -22,18 +52,20 @@ def _from(stack: Stack, address: str) -> TestClient:
     return TestClient(stack.client.app, client=(address, 40000), raise_server_exceptions=False)
 
 
-def _block_for_a_while(client: TestClient) -> None:
+def _block_for_a_while(client: TestClient, clock: LoginClock) -> None:
     """Fail logins as admin, waiting out each block, until a block lasts long enough to observe at leisure."""
     for n in range(FREE_FAILURES_PER_USER + 20):
         status, retry, _ = _login(client, f"guess-{n}")
         if status == 429 and retry is not None:
             if int(retry) >= 8:
                 return
-            time.sleep(int(retry))
+            clock.wait(int(retry))
     raise AssertionError("the logins were never blocked for 8 s or more")
 
 
-def test_forty_wrong_passwords_are_throttled_and_retry_after_is_honoured(stack: Stack) -> None:
+def test_forty_wrong_passwords_are_throttled_and_retry_after_is_honoured(
+    stack: Stack, clock: LoginClock
+) -> None:
     attacker = _from(stack, "203.0.113.7")
     answers = [_login(attacker, f"guess-{n}") for n in range(40)]
     statuses = [status for status, _, _ in answers]
@@ -49,7 +81,7 @@ def test_forty_wrong_passwords_are_throttled_and_retry_after_is_honoured(stack: 
     # ... but the user logs in from their own address at once,
     assert _login(_from(stack, "198.51.100.20"), ADMIN_PASSWORD)[0] == 201
     # and from the attacker's address once the Retry-After it was given has passed.
-    time.sleep(int(retry))
+    clock.wait(int(retry))
     assert _login(attacker, ADMIN_PASSWORD)[0] == 201
 
 
@@ -62,7 +94,7 @@ def test_a_successful_login_clears_the_failures(stack: Stack) -> None:
         assert _login(client, f"again-{n}")[0] == 401
 
 
-def test_one_address_trying_many_user_names_is_throttled(stack: Stack) -> None:
+def test_one_address_trying_many_user_names_is_throttled(stack: Stack, clock: LoginClock) -> None:
     client = _from(stack, "192.0.2.99")
     statuses = [_login(client, "wrong", username=f"user{n}")[0] for n in range(FREE_FAILURES_PER_ADDRESS)]
     assert statuses == [401] * FREE_FAILURES_PER_ADDRESS
@@ -73,7 +105,7 @@ def test_one_address_trying_many_user_names_is_throttled(stack: Stack) -> None:
             assert message.startswith("Too many failed logins from your address; try again in")
             if int(retry) >= 8:
                 break
-            time.sleep(int(retry))
+            clock.wait(int(retry))
     else:
         raise AssertionError("the address was never blocked for 8 s or more")
     status, retry, _ = _login(client, ADMIN_PASSWORD, username="admin")
@@ -81,18 +113,18 @@ def test_one_address_trying_many_user_names_is_throttled(stack: Stack) -> None:
     assert _login(_from(stack, "192.0.2.100"), ADMIN_PASSWORD)[0] == 201
 
 
-def test_failures_counted_by_one_server_are_refused_by_another(stack: Stack) -> None:
+def test_failures_counted_by_one_server_are_refused_by_another(stack: Stack, clock: LoginClock) -> None:
     other_server = create_app(stack.settings, stack.engine)
     first = _from(stack, "192.0.2.50")
     second = TestClient(other_server, client=("192.0.2.50", 40001), raise_server_exceptions=False)
-    _block_for_a_while(first)
+    _block_for_a_while(first, clock)
     status, retry_elsewhere, _ = _login(second, "another-guess")
     assert status == 429 and retry_elsewhere is not None
 
 
-def test_the_login_page_is_throttled_too(stack: Stack) -> None:
+def test_the_login_page_is_throttled_too(stack: Stack, clock: LoginClock) -> None:
     client = _from(stack, "192.0.2.77")
-    _block_for_a_while(client)
+    _block_for_a_while(client, clock)
     page = client.get("/login")
     csrf = page.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
     response = client.post(
