@@ -27,13 +27,13 @@ from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
 from styrmin_backend.services.agents import Agent
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.services.tasks import TaskDetail
+from styrmin_backend.services.users import User
 from styrmin_backend.store.models import (
     DeploymentRow,
     DriverRow,
     StepRow,
     TaskRow,
     TokenRow,
-    UserRow,
 )
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -138,13 +138,13 @@ class UserOut(BaseModel):
     created_at: datetime
 
     @classmethod
-    def of(cls, row: UserRow) -> UserOut:
+    def of(cls, row: User) -> UserOut:
         return cls(
             username=row.username,
             role=Role(row.role),
             active=row.is_active,
             builtin=row.is_builtin,
-            has_password=row.password_hash is not None,
+            has_password=row.has_password,
             created_at=row.created_at,
         )
 

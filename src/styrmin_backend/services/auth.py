@@ -24,6 +24,7 @@ from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.users import ACTIONS_USERNAME, check_login_allowed
 from styrmin_backend.services.principal import ACTIONS_TOKEN_KIND, Principal
 from styrmin_backend.services.secrets import hash_token, new_token, verify_password
+from styrmin_backend.services.users import User
 from styrmin_backend.store.models import DeploymentRow, LoginFailureRow, TaskRow, TokenRow, UserRow
 
 
@@ -106,7 +107,7 @@ def _count_failure(session: Session, keys: tuple[str, str], now: datetime) -> No
 
 def issue_token(
     session: Session,
-    user: UserRow,
+    user: UserRow | User,
     kind: TokenKind,
     lifetime: timedelta,
     name: str = "",
