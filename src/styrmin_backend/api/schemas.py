@@ -26,11 +26,11 @@ from styrmin_backend.drivers import ActionSummary, ComponentSummary, DriverSpec
 from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
 from styrmin_backend.services.agents import Agent
 from styrmin_backend.services.changes import Configuration
+from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.tasks import TaskDetail
 from styrmin_backend.services.users import User
 from styrmin_backend.store.models import (
     DeploymentRow,
-    DriverRow,
     StepRow,
     TaskRow,
     TokenRow,
@@ -429,7 +429,7 @@ class DriverVersionOut(BaseModel):
     pushed_at: datetime
 
     @classmethod
-    def of(cls, row: DriverRow) -> DriverVersionOut:
+    def of(cls, row: Driver) -> DriverVersionOut:
         spec = DriverSpec.model_validate(row.spec)
         return cls(
             name=row.name,

@@ -14,8 +14,9 @@ from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.domain.status import ComponentState, Status, component_state
 from styrmin_backend.drivers import DriverSpec
 from styrmin_backend.services import changes, deployment_status, drivers, tasks
+from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.tasks import StartedBy, TaskDetail
-from styrmin_backend.store.models import DeploymentRow, DriverRow, StepRow, TaskRow
+from styrmin_backend.store.models import DeploymentRow, StepRow, TaskRow
 from styrmin_backend.web._rendered import Rendered, rendered_components
 
 HISTORY_PAGE_SIZE = 20
@@ -126,7 +127,7 @@ class DriverCache:
         key = (name, version)
         if key not in self._specs:
             try:
-                self._specs[key] = drivers.stored_spec(drivers.get_driver_row(self.session, name, version))
+                self._specs[key] = drivers.stored_spec(drivers.get_driver(self.session, name, version))
             except NotFound:
                 self._specs[key] = None
         return self._specs[key]
@@ -231,7 +232,7 @@ def driver_versions(session: Session, name: str) -> list[str]:
 class DriverView:
     """A stored driver version as the drivers page shows it."""
 
-    row: DriverRow
+    row: Driver
     spec: DriverSpec
 
 
@@ -245,7 +246,7 @@ def driver_views(session: Session) -> list[DriverView]:
 def rendered_for(session: Session, row: DeploymentRow) -> Rendered | None:
     """The deployment's components as its driver's chart renders them; None when the driver is gone."""
     try:
-        driver = drivers.get_driver_row(session, row.driver_name, row.driver_version)
+        driver = drivers.get_driver(session, row.driver_name, row.driver_version)
     except NotFound:
         return None
-    return rendered_components(driver, row)
+    return rendered_components(driver, row.name, row.namespace, row.app_version, row.configuration)
