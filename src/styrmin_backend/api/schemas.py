@@ -25,6 +25,7 @@ from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.drivers import ActionSummary, ComponentSummary, DriverSpec
 from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
 from styrmin_backend.services.agents import Agent
+from styrmin_backend.services.auth import Token
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.tasks import TaskDetail
@@ -33,7 +34,6 @@ from styrmin_backend.store.models import (
     DeploymentRow,
     StepRow,
     TaskRow,
-    TokenRow,
 )
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -113,7 +113,7 @@ class TokenOut(BaseModel):
     expires_at: datetime
 
     @classmethod
-    def of(cls, row: TokenRow) -> TokenOut:
+    def of(cls, row: Token) -> TokenOut:
         return cls(
             id=row.id, name=row.name, kind=row.kind, created_at=row.created_at, expires_at=row.expires_at
         )
