@@ -27,6 +27,7 @@ from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
 from styrmin_backend.services.agents import Agent
 from styrmin_backend.services.auth import Token
 from styrmin_backend.services.changes import Configuration
+from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.tasks import TaskDetail
 from styrmin_backend.services.users import User
@@ -257,7 +258,7 @@ class DeploymentOut(BaseModel):
 
     @classmethod
     def of(
-        cls, row: DeploymentRow, status: Status | None = None, *, with_secrets: bool = False
+        cls, row: DeploymentRow | Deployment, status: Status | None = None, *, with_secrets: bool = False
     ) -> DeploymentOut:
         """The deployment as users read it, with its ``status`` as the status rule decides it;
         ``with_secrets`` only for the agent that applies it."""

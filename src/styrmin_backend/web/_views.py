@@ -14,6 +14,7 @@ from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.domain.status import ComponentState, Status, component_state
 from styrmin_backend.drivers import DriverSpec
 from styrmin_backend.services import changes, deployment_status, drivers, tasks
+from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.tasks import StartedBy, TaskDetail
 from styrmin_backend.store.models import DeploymentRow, StepRow, TaskRow
@@ -137,7 +138,7 @@ class DriverCache:
 class DeploymentLine:
     """A row of the deployments list."""
 
-    row: DeploymentRow
+    row: Deployment
     application: str
     last_task: TaskRow | None
     status: Status
