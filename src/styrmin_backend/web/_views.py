@@ -17,7 +17,7 @@ from styrmin_backend.services import changes, deployment_status, drivers, tasks
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.tasks import StartedBy, TaskDetail
-from styrmin_backend.store.models import DeploymentRow, StepRow, TaskRow
+from styrmin_backend.store.models import StepRow, TaskRow
 from styrmin_backend.web._rendered import Rendered, rendered_components
 
 HISTORY_PAGE_SIZE = 20
@@ -190,7 +190,7 @@ class ComponentView:
 
 
 def component_views(
-    row: DeploymentRow, spec: DriverSpec | None, rendered: Rendered | None
+    row: Deployment, spec: DriverSpec | None, rendered: Rendered | None
 ) -> list[ComponentView]:
     """The components of a deployment: overrides, env vars (secret ones shown only as set), replicas, images."""
     if spec is None:
@@ -218,7 +218,7 @@ def component_views(
     ]
 
 
-def masked_values(row: DeploymentRow) -> dict[str, Any]:
+def masked_values(row: Deployment) -> dict[str, Any]:
     """The deployment's Helm values with secret values shown only as set."""
     values: dict[str, Any] = conceal(changes.Configuration.from_json(row.configuration).values)
     return values
@@ -244,7 +244,7 @@ def driver_views(session: Session) -> list[DriverView]:
     return [DriverView(row, drivers.stored_spec(row)) for row in rows]
 
 
-def rendered_for(session: Session, row: DeploymentRow) -> Rendered | None:
+def rendered_for(session: Session, row: Deployment) -> Rendered | None:
     """The deployment's components as its driver's chart renders them; None when the driver is gone."""
     try:
         driver = drivers.get_driver(session, row.driver_name, row.driver_version)
