@@ -32,7 +32,6 @@ from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.tasks import TaskDetail
 from styrmin_backend.services.users import User
 from styrmin_backend.store.models import (
-    DeploymentRow,
     StepRow,
     TaskRow,
 )
@@ -258,7 +257,7 @@ class DeploymentOut(BaseModel):
 
     @classmethod
     def of(
-        cls, row: DeploymentRow | Deployment, status: Status | None = None, *, with_secrets: bool = False
+        cls, row: Deployment, status: Status | None = None, *, with_secrets: bool = False
     ) -> DeploymentOut:
         """The deployment as users read it, with its ``status`` as the status rule decides it;
         ``with_secrets`` only for the agent that applies it."""

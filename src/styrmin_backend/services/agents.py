@@ -16,6 +16,7 @@ from styrmin_backend.domain.tasks import StepStatus, TaskStatus
 from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.protocol import ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
+from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
@@ -57,7 +58,7 @@ class Claim:
 
     task: TaskRow
     change: ChangeRow | None
-    deployment: DeploymentRow
+    deployment: Deployment
     actions_token: str
 
 
@@ -197,7 +198,9 @@ def claim_next_task(
             _end(session, task, error="The deployment of this task no longer exists.", result=None)
             continue
         change = session.get(ChangeRow, task.change_id) if task.change_id else None
-        return Claim(task=task, change=change, deployment=deployment, actions_token=issued.token)
+        return Claim(
+            task=task, change=change, deployment=Deployment.of(deployment), actions_token=issued.token
+        )
     return None
 
 
@@ -286,11 +289,11 @@ def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str
 
 def report_components(
     session: Session, agent: AgentIdentity, name: str, statuses: list[ComponentStatus]
-) -> DeploymentRow:
+) -> Deployment:
     """Store what the agent sees of a deployment's component workloads."""
     deployment = session.scalars(select(DeploymentRow).where(DeploymentRow.name == name)).one_or_none()
     if deployment is None or deployment.cluster != agent.cluster:
         raise NotFound(f'There is no deployment "{name}" in cluster {agent.cluster}.', field="name")
     deployment.components_status = [status.model_dump(mode="json") for status in statuses]
     deployment.components_status_at = utcnow()
-    return deployment
+    return Deployment.of(deployment)

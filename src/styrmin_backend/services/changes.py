@@ -342,7 +342,7 @@ def origin_of(session: Session, by: Principal, step_id: int | None) -> Origin | 
     return Origin(task_id=step.task_id, step_id=step.id)
 
 
-def claimed_change(task_type: TaskType, spec: dict[str, Any], deployment: DeploymentRow) -> Change:
+def claimed_change(task_type: TaskType, spec: dict[str, Any], deployment: Deployment) -> Change:
     """The change a claimed task carries out, with the target it moves the deployment to.
 
     Resolved once, here, when the agent claims the task: a create or upgrade moves to the versions it
