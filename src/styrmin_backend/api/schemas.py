@@ -29,12 +29,9 @@ from styrmin_backend.services.auth import Token
 from styrmin_backend.services.changes import Configuration
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
+from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.services.tasks import TaskDetail
 from styrmin_backend.services.users import User
-from styrmin_backend.store.models import (
-    StepRow,
-    TaskRow,
-)
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
 """A name people type: no control characters (tab, newline, NUL)."""
@@ -303,7 +300,7 @@ class TaskSummary(BaseModel):
     parent_task_id: int | None
 
     @classmethod
-    def of(cls, row: TaskRow) -> TaskSummary:
+    def of(cls, row: Task) -> TaskSummary:
         return cls(
             id=row.id,
             type=TaskType(row.type),
@@ -387,7 +384,7 @@ class TaskOut(TaskSummary):
         )
 
 
-def _step_out(step: StepRow, started: list[TaskRow]) -> StepOut:
+def _step_out(step: Step, started: list[Task]) -> StepOut:
     return StepOut(
         id=step.id,
         position=step.position,

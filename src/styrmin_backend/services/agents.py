@@ -18,6 +18,7 @@ from styrmin_backend.protocol import ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.secrets import hash_token, new_token
+from styrmin_backend.services.task_models import Task
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
 AGENT_KEY_PREFIX = "sta_"
@@ -56,7 +57,7 @@ class Agent:
 class Claim:
     """A task an agent claimed: what to do, for which deployment, and the reconciliation's token."""
 
-    task: TaskRow
+    task: Task
     change: ChangeRow | None
     deployment: Deployment
     actions_token: str
@@ -199,7 +200,10 @@ def claim_next_task(
             continue
         change = session.get(ChangeRow, task.change_id) if task.change_id else None
         return Claim(
-            task=task, change=change, deployment=Deployment.of(deployment), actions_token=issued.token
+            task=Task.of(task),
+            change=change,
+            deployment=Deployment.of(deployment),
+            actions_token=issued.token,
         )
     return None
 
@@ -239,7 +243,7 @@ def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
     return task
 
 
-def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: timedelta) -> TaskRow:
+def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: timedelta) -> Task:
     """Extend the agent's lease of a task it is running; raises Conflict when it no longer holds it.
 
     One conditional UPDATE, so the renewal holds the database's write lock (SQLite has one) for a
@@ -254,7 +258,7 @@ def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: tim
         )
         .values(lease_expires_at=utcnow() + lease)
     )
-    return held_task(session, agent, task_id)  # raises, saying why, when the agent does not hold it
+    return Task.of(held_task(session, agent, task_id))  # raises, saying why, when the agent does not hold it
 
 
 def end_claimed_task(
@@ -264,11 +268,11 @@ def end_claimed_task(
     *,
     error: str | None,
     result: dict[str, object] | None,
-) -> TaskRow:
+) -> Task:
     """End a task the agent ran; revokes its actions token and sets the deployment's status."""
     task = held_task(session, agent, task_id)
     _end(session, task, error=error, result=dict(result) if result else None)
-    return task
+    return Task.of(task)
 
 
 def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str, object] | None) -> None:

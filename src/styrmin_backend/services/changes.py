@@ -32,6 +32,7 @@ from styrmin_backend.services import deployment_status
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import DriverInfo, get_driver_info
 from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.task_models import Task
 from styrmin_backend.store.models import BackupRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
 
@@ -66,12 +67,12 @@ class Recorded:
     """A recorded change and its pending task; ``task`` is None when there was nothing to change."""
 
     deployment: Deployment
-    task: TaskRow | None
+    task: Task | None
 
     @classmethod
     def of(cls, deployment: DeploymentRow, task: TaskRow | None) -> Recorded:
         """The change recorded on ``deployment``, read once the change is recorded."""
-        return cls(Deployment.of(deployment), task)
+        return cls(Deployment.of(deployment), Task.of(task) if task is not None else None)
 
 
 def get_deployment(session: Session, name: str) -> DeploymentRow:
@@ -306,7 +307,7 @@ def retry_task(session: Session, task_id: int, *, by: Principal) -> Recorded:
     raise Conflict(f"A {task_type.value} task cannot be retried yet; request it again.", field="task_id")
 
 
-def retry_refused(session: Session, task: TaskRow) -> str | None:
+def retry_refused(session: Session, task: TaskRow | Task) -> str | None:
     """Why ``task`` cannot be retried, or None when it can (see ``retry_task``)."""
     if task.parent_task_id is not None:
         return (

@@ -16,8 +16,8 @@ from styrmin_backend.drivers import DriverSpec
 from styrmin_backend.services import changes, deployment_status, drivers, tasks
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
+from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.services.tasks import StartedBy, TaskDetail
-from styrmin_backend.store.models import StepRow, TaskRow
 from styrmin_backend.web._rendered import Rendered, rendered_components
 
 HISTORY_PAGE_SIZE = 20
@@ -31,8 +31,8 @@ _MIN_BAR_PERCENT = 0.6
 class StepView:
     """One step as the task view shows it, with its place on the task's timeline."""
 
-    row: StepRow
-    started_tasks: list[TaskRow]
+    row: Step
+    started_tasks: list[Task]
     seconds: float | None
     bar_offset: float
     bar_width: float
@@ -43,7 +43,7 @@ class StepView:
 class TaskView:
     """A task with its steps laid out on one timeline."""
 
-    task: TaskRow
+    task: Task
     started_by: StartedBy | None
     steps: list[StepView]
     seconds: float | None
@@ -140,7 +140,7 @@ class DeploymentLine:
 
     row: Deployment
     application: str
-    last_task: TaskRow | None
+    last_task: Task | None
     status: Status
 
 
