@@ -25,16 +25,13 @@ from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.drivers import ActionSummary, ComponentSummary, DriverSpec
 from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
 from styrmin_backend.services.agents import Agent
+from styrmin_backend.services.auth import Token
 from styrmin_backend.services.changes import Configuration
+from styrmin_backend.services.deployment_models import Deployment
+from styrmin_backend.services.drivers import Driver
+from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.services.tasks import TaskDetail
-from styrmin_backend.store.models import (
-    DeploymentRow,
-    DriverRow,
-    StepRow,
-    TaskRow,
-    TokenRow,
-    UserRow,
-)
+from styrmin_backend.services.users import User
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
 """A name people type: no control characters (tab, newline, NUL)."""
@@ -113,7 +110,7 @@ class TokenOut(BaseModel):
     expires_at: datetime
 
     @classmethod
-    def of(cls, row: TokenRow) -> TokenOut:
+    def of(cls, row: Token) -> TokenOut:
         return cls(
             id=row.id, name=row.name, kind=row.kind, created_at=row.created_at, expires_at=row.expires_at
         )
@@ -138,13 +135,13 @@ class UserOut(BaseModel):
     created_at: datetime
 
     @classmethod
-    def of(cls, row: UserRow) -> UserOut:
+    def of(cls, row: User) -> UserOut:
         return cls(
             username=row.username,
             role=Role(row.role),
             active=row.is_active,
             builtin=row.is_builtin,
-            has_password=row.password_hash is not None,
+            has_password=row.has_password,
             created_at=row.created_at,
         )
 
@@ -257,7 +254,7 @@ class DeploymentOut(BaseModel):
 
     @classmethod
     def of(
-        cls, row: DeploymentRow, status: Status | None = None, *, with_secrets: bool = False
+        cls, row: Deployment, status: Status | None = None, *, with_secrets: bool = False
     ) -> DeploymentOut:
         """The deployment as users read it, with its ``status`` as the status rule decides it;
         ``with_secrets`` only for the agent that applies it."""
@@ -303,7 +300,7 @@ class TaskSummary(BaseModel):
     parent_task_id: int | None
 
     @classmethod
-    def of(cls, row: TaskRow) -> TaskSummary:
+    def of(cls, row: Task) -> TaskSummary:
         return cls(
             id=row.id,
             type=TaskType(row.type),
@@ -387,7 +384,7 @@ class TaskOut(TaskSummary):
         )
 
 
-def _step_out(step: StepRow, started: list[TaskRow]) -> StepOut:
+def _step_out(step: Step, started: list[Task]) -> StepOut:
     return StepOut(
         id=step.id,
         position=step.position,
@@ -429,7 +426,7 @@ class DriverVersionOut(BaseModel):
     pushed_at: datetime
 
     @classmethod
-    def of(cls, row: DriverRow) -> DriverVersionOut:
+    def of(cls, row: Driver) -> DriverVersionOut:
         spec = DriverSpec.model_validate(row.spec)
         return cls(
             name=row.name,

@@ -16,7 +16,9 @@ from styrmin_backend.domain.tasks import StepStatus, TaskStatus
 from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.protocol import ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
+from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.secrets import hash_token, new_token
+from styrmin_backend.services.task_models import Task
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
 AGENT_KEY_PREFIX = "sta_"
@@ -55,9 +57,9 @@ class Agent:
 class Claim:
     """A task an agent claimed: what to do, for which deployment, and the reconciliation's token."""
 
-    task: TaskRow
+    task: Task
     change: ChangeRow | None
-    deployment: DeploymentRow
+    deployment: Deployment
     actions_token: str
 
 
@@ -197,7 +199,12 @@ def claim_next_task(
             _end(session, task, error="The deployment of this task no longer exists.", result=None)
             continue
         change = session.get(ChangeRow, task.change_id) if task.change_id else None
-        return Claim(task=task, change=change, deployment=deployment, actions_token=issued.token)
+        return Claim(
+            task=Task.of(task),
+            change=change,
+            deployment=Deployment.of(deployment),
+            actions_token=issued.token,
+        )
     return None
 
 
@@ -236,7 +243,7 @@ def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
     return task
 
 
-def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: timedelta) -> TaskRow:
+def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: timedelta) -> Task:
     """Extend the agent's lease of a task it is running; raises Conflict when it no longer holds it.
 
     One conditional UPDATE, so the renewal holds the database's write lock (SQLite has one) for a
@@ -251,7 +258,7 @@ def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: tim
         )
         .values(lease_expires_at=utcnow() + lease)
     )
-    return held_task(session, agent, task_id)  # raises, saying why, when the agent does not hold it
+    return Task.of(held_task(session, agent, task_id))  # raises, saying why, when the agent does not hold it
 
 
 def end_claimed_task(
@@ -261,11 +268,11 @@ def end_claimed_task(
     *,
     error: str | None,
     result: dict[str, object] | None,
-) -> TaskRow:
+) -> Task:
     """End a task the agent ran; revokes its actions token and sets the deployment's status."""
     task = held_task(session, agent, task_id)
     _end(session, task, error=error, result=dict(result) if result else None)
-    return task
+    return Task.of(task)
 
 
 def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str, object] | None) -> None:
@@ -286,11 +293,11 @@ def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str
 
 def report_components(
     session: Session, agent: AgentIdentity, name: str, statuses: list[ComponentStatus]
-) -> DeploymentRow:
+) -> Deployment:
     """Store what the agent sees of a deployment's component workloads."""
     deployment = session.scalars(select(DeploymentRow).where(DeploymentRow.name == name)).one_or_none()
     if deployment is None or deployment.cluster != agent.cluster:
         raise NotFound(f'There is no deployment "{name}" in cluster {agent.cluster}.', field="name")
     deployment.components_status = [status.model_dump(mode="json") for status in statuses]
     deployment.components_status_at = utcnow()
-    return deployment
+    return Deployment.of(deployment)

@@ -8,6 +8,8 @@ use; a location that failed its check changes nothing. A cluster without one use
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -24,17 +26,48 @@ MAX_CHECK_ERROR = 2000
 
 
 @dataclass(frozen=True)
+class StoredLocation:
+    """A backup location as set for a cluster, and how its agent's check went."""
+
+    id: int
+    cluster: str
+    location: dict[str, Any]
+    status: str
+    error: str | None
+    requested_by: str
+    requested_at: datetime
+    checked_at: datetime | None
+
+    @classmethod
+    def of(cls, row: BackupLocationRow) -> StoredLocation:
+        return cls(
+            id=row.id,
+            cluster=row.cluster,
+            location=dict(row.location),
+            status=row.status,
+            error=row.error,
+            requested_by=row.requested_by,
+            requested_at=row.requested_at,
+            checked_at=row.checked_at,
+        )
+
+
+def _stored(row: BackupLocationRow | None) -> StoredLocation | None:
+    return StoredLocation.of(row) if row is not None else None
+
+
+@dataclass(frozen=True)
 class ClusterLocation:
     """The location a cluster's backups use now, and the newest one set, when it is another."""
 
     cluster: str
-    in_use: BackupLocationRow | None
-    latest: BackupLocationRow | None
+    in_use: StoredLocation | None
+    latest: StoredLocation | None
 
 
 def set_location(
     session: Session, cluster: str, location: BackupLocation, *, by: Principal
-) -> BackupLocationRow:
+) -> StoredLocation:
     """Record ``location`` for ``cluster``, to be checked by its agent before backups use it."""
     check_cluster_name(cluster)
     row = BackupLocationRow(
@@ -46,7 +79,7 @@ def set_location(
     )
     session.add(row)
     session.flush()
-    return row
+    return StoredLocation.of(row)
 
 
 def location_of(session: Session, cluster: str) -> ClusterLocation:
@@ -58,32 +91,35 @@ def location_of(session: Session, cluster: str) -> ClusterLocation:
         .where(BackupLocationRow.cluster == cluster)
         .order_by(BackupLocationRow.id.desc())
     ).first()
-    return ClusterLocation(cluster, in_use, latest if latest is not in_use else None)
+    newer = latest if latest is not None and (in_use is None or latest.id != in_use.id) else None
+    return ClusterLocation(cluster, in_use, _stored(newer))
 
 
-def location_in_use(session: Session, cluster: str) -> BackupLocationRow | None:
+def location_in_use(session: Session, cluster: str) -> StoredLocation | None:
     """The newest location of ``cluster`` that passed its check; None: the agent's own folder."""
-    return session.scalars(
+    row = session.scalars(
         select(BackupLocationRow)
         .where(BackupLocationRow.cluster == cluster, BackupLocationRow.status == LocationStatus.READY.value)
         .order_by(BackupLocationRow.id.desc())
     ).first()
+    return _stored(row)
 
 
-def next_location_check(session: Session, cluster: str) -> BackupLocationRow | None:
+def next_location_check(session: Session, cluster: str) -> StoredLocation | None:
     """The oldest location of ``cluster`` still waiting for its agent's check."""
-    return session.scalars(
+    row = session.scalars(
         select(BackupLocationRow)
         .where(
             BackupLocationRow.cluster == cluster, BackupLocationRow.status == LocationStatus.CHECKING.value
         )
         .order_by(BackupLocationRow.id)
     ).first()
+    return _stored(row)
 
 
 def record_location_check(
     session: Session, cluster: str, location_id: int, error: str | None
-) -> BackupLocationRow:
+) -> StoredLocation:
     """Record how the agent's check of a location went: ready, or failed with what failed."""
     row = session.get(BackupLocationRow, location_id)
     if row is None or row.cluster != cluster:
@@ -95,7 +131,7 @@ def record_location_check(
     row.status = (LocationStatus.FAILED if error else LocationStatus.READY).value
     row.error = error[:MAX_CHECK_ERROR] if error else None
     row.checked_at = utcnow()
-    return row
+    return StoredLocation.of(row)
 
 
 def location_json(session: Session, location_id: int | None) -> dict[str, object] | None:

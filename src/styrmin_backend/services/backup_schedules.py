@@ -10,6 +10,7 @@ backup the same way (see ``backups.request_backup_delete``).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select, update
@@ -37,9 +38,36 @@ log = logging.getLogger("styrmin.schedules")
 MAX_ERROR = 2000
 
 
+@dataclass(frozen=True)
+class BackupSchedule:
+    """A deployment's backup schedule as set, and how its last due backup went."""
+
+    cron: str
+    keep_count: int | None
+    keep_days: int | None
+    next_run_at: datetime
+    last_started_at: datetime | None
+    last_error: str | None
+    updated_by: str
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: BackupScheduleRow) -> BackupSchedule:
+        return cls(
+            cron=row.cron,
+            keep_count=row.keep_count,
+            keep_days=row.keep_days,
+            next_run_at=row.next_run_at,
+            last_started_at=row.last_started_at,
+            last_error=row.last_error,
+            updated_by=row.updated_by,
+            updated_at=row.updated_at,
+        )
+
+
 def set_schedule(
     session: Session, name: str, *, cron: str, keep_count: int | None, keep_days: int | None, by: Principal
-) -> BackupScheduleRow:
+) -> BackupSchedule:
     """Set (or replace) deployment ``name``'s backup schedule; the next backup is at the cron's next time."""
     check_schedule(cron, keep_count, keep_days)
     deployment = get_deployment(session, name)
@@ -53,17 +81,18 @@ def set_schedule(
     row.last_error = None
     row.updated_by, row.updated_at = by.username, now
     session.flush()
-    return row
+    return BackupSchedule.of(row)
 
 
-def get_schedule(session: Session, name: str) -> BackupScheduleRow | None:
+def get_schedule(session: Session, name: str) -> BackupSchedule | None:
     """Deployment ``name``'s backup schedule, or None."""
-    return _schedule_of(session, get_deployment(session, name).id)
+    row = _schedule_of(session, get_deployment(session, name).id)
+    return BackupSchedule.of(row) if row is not None else None
 
 
 def remove_schedule(session: Session, name: str) -> None:
     """Stop taking scheduled backups of ``name`` (its backups stay); raises NotFound when there is none."""
-    row = get_schedule(session, name)
+    row = _schedule_of(session, get_deployment(session, name).id)
     if row is None:
         raise NotFound(f'Deployment "{name}" has no backup schedule.', field="name")
     session.delete(row)

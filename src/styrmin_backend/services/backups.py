@@ -161,7 +161,7 @@ def request_backup(
     task = _record_change(session, deployment, TaskType.BACKUP, spec, by, origin)
     backup.revision = task.revision or 0
     backup.task_id = task.id
-    return RecordedBackup(Backup.of(backup), Recorded(deployment, task))
+    return RecordedBackup(Backup.of(backup), Recorded.of(deployment, task))
 
 
 def request_restore(session: Session, name: str, backup_id: int, *, by: Principal) -> Recorded:
@@ -190,7 +190,7 @@ def request_restore(session: Session, name: str, backup_id: int, *, by: Principa
         "configuration": backup.configuration,
         "restores_configuration": backup.configuration != deployment.configuration,
     }
-    return Recorded(deployment, _record_change(session, deployment, TaskType.RESTORE, spec, by, None))
+    return Recorded.of(deployment, _record_change(session, deployment, TaskType.RESTORE, spec, by, None))
 
 
 def request_backup_delete(session: Session, backup_id: int, *, by: Principal) -> Recorded:
@@ -216,7 +216,9 @@ def request_backup_delete(session: Session, backup_id: int, *, by: Principal) ->
     if claimed.rowcount != 1:  # type: ignore[attr-defined]
         raise Conflict(f"Backup {backup.id} is already being deleted.", field="backup_id")
     session.refresh(backup)
-    return Recorded(deployment, _record_change(session, deployment, TaskType.DELETE_BACKUP, spec, by, None))
+    return Recorded.of(
+        deployment, _record_change(session, deployment, TaskType.DELETE_BACKUP, spec, by, None)
+    )
 
 
 def list_backups(session: Session, name: str) -> list[Backup]:

@@ -29,8 +29,10 @@ from styrmin_backend.domain.status import (
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.protocol import CHANGE_ADAPTER, Change, Target
 from styrmin_backend.services import deployment_status
+from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import DriverInfo, get_driver_info
 from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.task_models import Task
 from styrmin_backend.store.models import BackupRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
 
@@ -64,8 +66,13 @@ class Origin:
 class Recorded:
     """A recorded change and its pending task; ``task`` is None when there was nothing to change."""
 
-    deployment: DeploymentRow
-    task: TaskRow | None
+    deployment: Deployment
+    task: Task | None
+
+    @classmethod
+    def of(cls, deployment: DeploymentRow, task: TaskRow | None) -> Recorded:
+        """The change recorded on ``deployment``, read once the change is recorded."""
+        return cls(Deployment.of(deployment), Task.of(task) if task is not None else None)
 
 
 def get_deployment(session: Session, name: str) -> DeploymentRow:
@@ -76,15 +83,21 @@ def get_deployment(session: Session, name: str) -> DeploymentRow:
     return row
 
 
-def list_deployments(session: Session) -> list[DeploymentRow]:
+def read_deployment(session: Session, name: str) -> Deployment:
+    """The deployment called ``name`` as the interfaces show it; raises NotFound."""
+    return Deployment.of(get_deployment(session, name))
+
+
+def list_deployments(session: Session) -> list[Deployment]:
     """Every deployment that is not deleted, by name."""
-    return list(
-        session.scalars(
+    return [
+        Deployment.of(row)
+        for row in session.scalars(
             select(DeploymentRow)
             .where(DeploymentRow.status != DeploymentStatus.DELETED.value)
             .order_by(DeploymentRow.name)
         )
-    )
+    ]
 
 
 def create_deployment(
@@ -136,7 +149,7 @@ def create_deployment(
         "app_version": deployment.app_version,
         "configuration": deployment.configuration,
     }
-    return Recorded(deployment, _record_change(session, deployment, TaskType.CREATE, spec, by, None))
+    return Recorded.of(deployment, _record_change(session, deployment, TaskType.CREATE, spec, by, None))
 
 
 def upgrade_deployment(
@@ -160,7 +173,7 @@ def upgrade_deployment(
         facts = deployment_status.facts_of(session, deployment)
         decision = decide_upgrade(Versions(target_app, target_driver), facts)
         if decision is UpgradeDecision.NOTHING_TO_DO:
-            return Recorded(deployment, None)
+            return Recorded.of(deployment, None)
         if decision is UpgradeDecision.WAIT:
             busy = deployment_status.status_of(session, deployment)
             raise Conflict(
@@ -180,7 +193,7 @@ def upgrade_deployment(
         and (target_app, target_driver) == running
         and configuration == deployment.configuration
     ):
-        return Recorded(deployment, None)
+        return Recorded.of(deployment, None)
     driver = get_driver_info(session, deployment.driver_name, target_driver)
     _check_configuration(driver, Configuration.from_json(configuration))
     deployment.configuration = configuration
@@ -196,7 +209,7 @@ def upgrade_deployment(
     }
     deployment.app_version = target_app
     deployment.driver_version = target_driver
-    return Recorded(deployment, _record_change(session, deployment, TaskType.UPGRADE, spec, by, origin))
+    return Recorded.of(deployment, _record_change(session, deployment, TaskType.UPGRADE, spec, by, origin))
 
 
 def configure_deployment(
@@ -209,7 +222,7 @@ def configure_deployment(
     # A configuration read through the API shows secrets only as set; sent back so, they stay as stored.
     deployment.configuration = keep_concealed_configuration(configuration.as_json(), deployment.configuration)
     spec = {"configuration": deployment.configuration}
-    return Recorded(deployment, _record_change(session, deployment, TaskType.CONFIGURE, spec, by, None))
+    return Recorded.of(deployment, _record_change(session, deployment, TaskType.CONFIGURE, spec, by, None))
 
 
 def set_components_running(
@@ -238,13 +251,13 @@ def set_components_running(
     deployment.stopped_components = sorted(stopped)
     task_type = TaskType.START if running else TaskType.STOP
     spec = {"components": list(dict.fromkeys(components))}
-    return Recorded(deployment, _record_change(session, deployment, task_type, spec, by, origin))
+    return Recorded.of(deployment, _record_change(session, deployment, task_type, spec, by, origin))
 
 
 def delete_deployment(session: Session, name: str, *, by: Principal) -> Recorded:
     """Record the removal of a deployment: the agent uninstalls it."""
     deployment = _get_changeable(session, name)
-    return Recorded(deployment, _record_change(session, deployment, TaskType.DELETE, {}, by, None))
+    return Recorded.of(deployment, _record_change(session, deployment, TaskType.DELETE, {}, by, None))
 
 
 def retry_task(session: Session, task_id: int, *, by: Principal) -> Recorded:
@@ -288,13 +301,13 @@ def retry_task(session: Session, task_id: int, *, by: Principal) -> Recorded:
             "app_version": deployment.app_version,
             "configuration": deployment.configuration,
         }
-        return Recorded(
+        return Recorded.of(
             deployment, _record_change(session, deployment, TaskType.CREATE, create_spec, by, None)
         )
     raise Conflict(f"A {task_type.value} task cannot be retried yet; request it again.", field="task_id")
 
 
-def retry_refused(session: Session, task: TaskRow) -> str | None:
+def retry_refused(session: Session, task: TaskRow | Task) -> str | None:
     """Why ``task`` cannot be retried, or None when it can (see ``retry_task``)."""
     if task.parent_task_id is not None:
         return (
@@ -330,7 +343,7 @@ def origin_of(session: Session, by: Principal, step_id: int | None) -> Origin | 
     return Origin(task_id=step.task_id, step_id=step.id)
 
 
-def claimed_change(task_type: TaskType, spec: dict[str, Any], deployment: DeploymentRow) -> Change:
+def claimed_change(task_type: TaskType, spec: dict[str, Any], deployment: Deployment) -> Change:
     """The change a claimed task carries out, with the target it moves the deployment to.
 
     Resolved once, here, when the agent claims the task: a create or upgrade moves to the versions it

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.status import LatestChange, Status, StatusFacts, Versions, deployment_status
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.store.models import ChangeRow, DeploymentRow, TaskRow
 
 
@@ -38,7 +39,7 @@ def latest_changes(
     return found
 
 
-def status_facts(row: DeploymentRow, latest: dict[TaskType, LatestChange]) -> StatusFacts:
+def status_facts(row: DeploymentRow | Deployment, latest: dict[TaskType, LatestChange]) -> StatusFacts:
     """What the rule decides ``row``'s status from."""
     running = None
     if row.running_app_version or row.running_driver_version:
@@ -53,17 +54,17 @@ def status_facts(row: DeploymentRow, latest: dict[TaskType, LatestChange]) -> St
     )
 
 
-def facts_of(session: Session, row: DeploymentRow) -> StatusFacts:
+def facts_of(session: Session, row: DeploymentRow | Deployment) -> StatusFacts:
     """The facts of one deployment, read now."""
     return status_facts(row, latest_changes(session, [row.id])[row.id])
 
 
-def status_of(session: Session, row: DeploymentRow) -> Status:
+def status_of(session: Session, row: DeploymentRow | Deployment) -> Status:
     """The status of one deployment."""
     return deployment_status(facts_of(session, row))
 
 
-def statuses_of(session: Session, rows: Sequence[DeploymentRow]) -> dict[int, Status]:
+def statuses_of(session: Session, rows: Sequence[DeploymentRow | Deployment]) -> dict[int, Status]:
     """The status of each deployment in ``rows``, by id (one query for all)."""
     latest = latest_changes(session, [row.id for row in rows])
     return {row.id: deployment_status(status_facts(row, latest[row.id])) for row in rows}

@@ -6,6 +6,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -35,14 +37,41 @@ class DriverInfo:
 
 
 @dataclass(frozen=True)
+class Driver:
+    """A stored driver version as pushed: its spec, archive and checksum, who pushed it and when."""
+
+    id: int
+    name: str
+    version: str
+    checksum: str
+    spec: dict[str, Any]
+    archive: bytes
+    pushed_by: str
+    pushed_at: datetime
+
+    @classmethod
+    def of(cls, row: DriverRow) -> Driver:
+        return cls(
+            id=row.id,
+            name=row.name,
+            version=row.version,
+            checksum=row.checksum,
+            spec=row.spec,
+            archive=row.archive,
+            pushed_by=row.pushed_by,
+            pushed_at=row.pushed_at,
+        )
+
+
+@dataclass(frozen=True)
 class Pushed:
     """A pushed driver version; ``created`` is False when the same content was already stored."""
 
-    row: DriverRow
+    driver: Driver
     created: bool
 
 
-def stored_spec(row: DriverRow) -> DriverSpec:
+def stored_spec(row: DriverRow | Driver) -> DriverSpec:
     """The spec of a stored driver version."""
     return DriverSpec.model_validate(row.spec)
 
@@ -76,6 +105,11 @@ def get_driver_row(session: Session, name: str, version: str) -> DriverRow:
     )
 
 
+def get_driver(session: Session, name: str, version: str) -> Driver:
+    """The stored driver ``name@version``; raises NotFound naming what is stored instead."""
+    return Driver.of(get_driver_row(session, name, version))
+
+
 def get_driver_info(session: Session, name: str, version: str) -> DriverInfo:
     """The stored driver ``name@version`` for a change; raises InvalidInput when it is not stored."""
     try:
@@ -84,9 +118,11 @@ def get_driver_info(session: Session, name: str, version: str) -> DriverInfo:
         raise InvalidInput(error.message, field=error.field) from error
 
 
-def list_drivers(session: Session) -> list[DriverRow]:
+def list_drivers(session: Session) -> list[Driver]:
     """Every stored driver version, by name then push order."""
-    return list(session.scalars(select(DriverRow).order_by(DriverRow.name, DriverRow.id)))
+    return [
+        Driver.of(row) for row in session.scalars(select(DriverRow).order_by(DriverRow.name, DriverRow.id))
+    ]
 
 
 class DriverChecksBusy(TooManyAttempts):
@@ -156,7 +192,7 @@ def push_driver(session: Session, package: DriverPackage, report: DriverReport, 
     ).first()
     if existing is not None:
         if existing.checksum == package.checksum:
-            return Pushed(existing, created=False)
+            return Pushed(Driver.of(existing), created=False)
         raise Conflict(
             f"{package.name}@{package.version} is already stored with other content (checksum "
             f"{existing.checksum[:19]}, yours {package.checksum[:19]}); a pushed version never changes. "
@@ -174,4 +210,4 @@ def push_driver(session: Session, package: DriverPackage, report: DriverReport, 
     )
     session.add(row)
     session.flush()
-    return Pushed(row, created=True)
+    return Pushed(Driver.of(row), created=True)

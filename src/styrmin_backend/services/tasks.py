@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from styrmin_backend.domain.errors import NotAllowed, NotFound
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.store.models import ChangeRow, DeploymentRow, StepRow, TaskRow
 from styrmin_backend.store.task_ends import TASK_ENDS as TASK_ENDS
 
@@ -21,7 +22,7 @@ MAX_PAGE_SIZE = 500
 class TaskPage:
     """Tasks newest first; ``next_before`` is the cursor of the next page, None on the last."""
 
-    items: list[TaskRow]
+    items: list[Task]
     next_before: int | None
 
 
@@ -39,9 +40,9 @@ class StartedBy:
 class TaskDetail:
     """A task with its steps in order, the tasks each step started, and what started it."""
 
-    task: TaskRow
-    steps: list[StepRow]
-    started_tasks: dict[int, list[TaskRow]]
+    task: Task
+    steps: list[Step]
+    started_tasks: dict[int, list[Task]]
     started_by: StartedBy | None
 
 
@@ -67,8 +68,8 @@ def list_tasks(
     rows = list(session.scalars(query))
     size = min(limit, MAX_PAGE_SIZE)
     if len(rows) > size:
-        return TaskPage(rows[:size], rows[size - 1].id)
-    return TaskPage(rows, None)
+        return TaskPage([Task.of(row) for row in rows[:size]], rows[size - 1].id)
+    return TaskPage([Task.of(row) for row in rows], None)
 
 
 def get_task_detail(session: Session, task_id: int) -> TaskDetail:
@@ -79,12 +80,12 @@ def get_task_detail(session: Session, task_id: int) -> TaskDetail:
     steps = list(
         session.scalars(select(StepRow).where(StepRow.task_id == task_id).order_by(StepRow.position))
     )
-    started: dict[int, list[TaskRow]] = {}
+    started: dict[int, list[Task]] = {}
     for child in session.scalars(
         select(TaskRow).where(TaskRow.parent_task_id == task_id).order_by(TaskRow.id)
     ):
         if child.parent_step_id is not None:
-            started.setdefault(child.parent_step_id, []).append(child)
+            started.setdefault(child.parent_step_id, []).append(Task.of(child))
     started_by = None
     if task.parent_task_id is not None and task.parent_step_id is not None:
         found = session.execute(
@@ -94,7 +95,7 @@ def get_task_detail(session: Session, task_id: int) -> TaskDetail:
         ).one_or_none()
         if found is not None:
             started_by = StartedBy(task.parent_task_id, found.type, task.parent_step_id, found.name)
-    return TaskDetail(task, steps, started, started_by)
+    return TaskDetail(Task.of(task), [Step.of(step) for step in steps], started, started_by)
 
 
 def task_is_waiting(session: Session, task_id: int) -> bool:

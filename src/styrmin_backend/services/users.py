@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import select
@@ -25,20 +26,49 @@ from styrmin_backend.store.models import UserRow
 ADMIN_PASSWORD_FILE = "admin-password.txt"  # noqa: S105 - a file name
 
 
-def list_users(session: Session) -> list[UserRow]:
+@dataclass(frozen=True)
+class User:
+    """A user as others may see it: name, role, whether it is active or built in; never its password."""
+
+    id: int
+    username: str
+    role: str
+    is_active: bool
+    is_builtin: bool
+    has_password: bool
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: UserRow) -> User:
+        return cls(
+            id=row.id,
+            username=row.username,
+            role=row.role,
+            is_active=row.is_active,
+            is_builtin=row.is_builtin,
+            has_password=row.password_hash is not None,
+            created_at=row.created_at,
+        )
+
+
+def list_users(session: Session) -> list[User]:
     """Every user, built-in ones included, by name."""
-    return list(session.scalars(select(UserRow).order_by(UserRow.username)))
+    return [User.of(row) for row in session.scalars(select(UserRow).order_by(UserRow.username))]
 
 
-def get_user(session: Session, username: str) -> UserRow:
+def get_user(session: Session, username: str) -> User:
     """The user called ``username``; raises NotFound."""
+    return User.of(_user_row(session, username))
+
+
+def _user_row(session: Session, username: str) -> UserRow:
     user = session.scalars(select(UserRow).where(UserRow.username == username)).one_or_none()
     if user is None:
         raise NotFound(f'There is no user "{username}".', field="username")
     return user
 
 
-def create_user(session: Session, username: str, role: Role, password: str) -> UserRow:
+def create_user(session: Session, username: str, role: Role, password: str) -> User:
     """Make a user with a password; raises Conflict when the name is taken."""
     check_username(username)
     check_password(password)
@@ -54,14 +84,14 @@ def create_user(session: Session, username: str, role: Role, password: str) -> U
     )
     session.add(user)
     session.flush()
-    return user
+    return User.of(user)
 
 
 def update_user(
     session: Session, username: str, *, by: Principal, role: Role | None = None, is_active: bool | None = None
-) -> UserRow:
+) -> User:
     """Change a user's role and/or activation; an admin cannot demote or deactivate themself."""
-    user = get_user(session, username)
+    user = _user_row(session, username)
     if user.id == by.user_id and (role not in (None, Role.ADMIN) or is_active is False):
         raise Conflict(
             "You cannot take away your own Admin role or deactivate yourself; ask another administrator.",
@@ -71,22 +101,22 @@ def update_user(
         user.role = role.value
     if is_active is not None:
         user.is_active = is_active
-    return user
+    return User.of(user)
 
 
-def set_password(session: Session, username: str, password: str) -> UserRow:
+def set_password(session: Session, username: str, password: str) -> User:
     """Set a user's password; refused for built-in users."""
     check_password_can_be_set(username)
     check_password(password)
-    user = get_user(session, username)
+    user = _user_row(session, username)
     user.password_hash = hash_password(password)
-    return user
+    return User.of(user)
 
 
 def reset_password(session: Session, username: str) -> str:
     """Give a user a new random password and return it; refused for built-in users."""
     check_password_can_be_set(username)
-    user = get_user(session, username)
+    user = _user_row(session, username)
     password = new_password()
     user.password_hash = hash_password(password)
     return password

@@ -13,6 +13,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from styrmin_backend.drivers import (
     ComponentNotRendered,
@@ -25,7 +26,7 @@ from styrmin_backend.drivers import (
     render_deployment,
 )
 from styrmin_backend.drivers.workloads import find_workload, pod_template_of
-from styrmin_backend.store.models import DeploymentRow, DriverRow
+from styrmin_backend.services.drivers import Driver
 
 _CACHE_SIZE = 128
 
@@ -50,20 +51,17 @@ _cache: OrderedDict[tuple[str, ...], Rendered] = OrderedDict()
 _lock = threading.Lock()
 
 
-def rendered_components(driver: DriverRow, deployment: DeploymentRow) -> Rendered:
-    """The replicas and images of each component of ``deployment`` as its driver's chart renders them."""
-    key = (
-        driver.checksum,
-        deployment.name,
-        deployment.namespace,
-        deployment.app_version,
-        json.dumps(deployment.configuration, sort_keys=True),
-    )
+def rendered_components(
+    driver: Driver, name: str, namespace: str, app_version: str, configuration: dict[str, Any]
+) -> Rendered:
+    """The replicas and images of each component of deployment ``name`` (in ``namespace``, at
+    ``app_version`` with ``configuration``) as its driver's chart renders them."""
+    key = (driver.checksum, name, namespace, app_version, json.dumps(configuration, sort_keys=True))
     with _lock:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    rendered = _render(driver, deployment)
+    rendered = _render(driver, name, namespace, app_version, configuration)
     with _lock:
         _cache[key] = rendered
         while len(_cache) > _CACHE_SIZE:
@@ -71,28 +69,23 @@ def rendered_components(driver: DriverRow, deployment: DeploymentRow) -> Rendere
     return rendered
 
 
-def _render(driver: DriverRow, deployment: DeploymentRow) -> Rendered:
+def _render(
+    driver: Driver, name: str, namespace: str, app_version: str, configuration_json: dict[str, Any]
+) -> Rendered:
     try:
         package = read_driver_archive(driver.archive)
-        configuration = DeploymentConfiguration.model_validate(deployment.configuration)
+        configuration = DeploymentConfiguration.model_validate(configuration_json)
         with tempfile.TemporaryDirectory(prefix="styrmin-web-") as scratch:
             root = package.extract_to(Path(scratch))
-            manifests = render_deployment(
-                root,
-                package.spec,
-                deployment.name,
-                deployment.namespace,
-                deployment.app_version,
-                configuration,
-            )
+            manifests = render_deployment(root, package.spec, name, namespace, app_version, configuration)
         components = {}
         for component in package.spec.spec.components:
-            workload = find_workload(manifests, component, deployment.name)
+            workload = find_workload(manifests, component, name)
             if workload is None:
                 continue
             replicas = (workload.get("spec") or {}).get("replicas")
             images = component_images(
-                package.spec, component.name, pod_template_of(workload), configuration, deployment.app_version
+                package.spec, component.name, pod_template_of(workload), configuration, app_version
             )
             components[component.name] = RenderedComponent(
                 replicas if isinstance(replicas, int) else None, images

@@ -14,8 +14,10 @@ from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.domain.status import ComponentState, Status, component_state
 from styrmin_backend.drivers import DriverSpec
 from styrmin_backend.services import changes, deployment_status, drivers, tasks
+from styrmin_backend.services.deployment_models import Deployment
+from styrmin_backend.services.drivers import Driver
+from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.services.tasks import StartedBy, TaskDetail
-from styrmin_backend.store.models import DeploymentRow, DriverRow, StepRow, TaskRow
 from styrmin_backend.web._rendered import Rendered, rendered_components
 
 HISTORY_PAGE_SIZE = 20
@@ -29,8 +31,8 @@ _MIN_BAR_PERCENT = 0.6
 class StepView:
     """One step as the task view shows it, with its place on the task's timeline."""
 
-    row: StepRow
-    started_tasks: list[TaskRow]
+    row: Step
+    started_tasks: list[Task]
     seconds: float | None
     bar_offset: float
     bar_width: float
@@ -41,7 +43,7 @@ class StepView:
 class TaskView:
     """A task with its steps laid out on one timeline."""
 
-    task: TaskRow
+    task: Task
     started_by: StartedBy | None
     steps: list[StepView]
     seconds: float | None
@@ -126,7 +128,7 @@ class DriverCache:
         key = (name, version)
         if key not in self._specs:
             try:
-                self._specs[key] = drivers.stored_spec(drivers.get_driver_row(self.session, name, version))
+                self._specs[key] = drivers.stored_spec(drivers.get_driver(self.session, name, version))
             except NotFound:
                 self._specs[key] = None
         return self._specs[key]
@@ -136,9 +138,9 @@ class DriverCache:
 class DeploymentLine:
     """A row of the deployments list."""
 
-    row: DeploymentRow
+    row: Deployment
     application: str
-    last_task: TaskRow | None
+    last_task: Task | None
     status: Status
 
 
@@ -188,7 +190,7 @@ class ComponentView:
 
 
 def component_views(
-    row: DeploymentRow, spec: DriverSpec | None, rendered: Rendered | None
+    row: Deployment, spec: DriverSpec | None, rendered: Rendered | None
 ) -> list[ComponentView]:
     """The components of a deployment: overrides, env vars (secret ones shown only as set), replicas, images."""
     if spec is None:
@@ -216,7 +218,7 @@ def component_views(
     ]
 
 
-def masked_values(row: DeploymentRow) -> dict[str, Any]:
+def masked_values(row: Deployment) -> dict[str, Any]:
     """The deployment's Helm values with secret values shown only as set."""
     values: dict[str, Any] = conceal(changes.Configuration.from_json(row.configuration).values)
     return values
@@ -231,7 +233,7 @@ def driver_versions(session: Session, name: str) -> list[str]:
 class DriverView:
     """A stored driver version as the drivers page shows it."""
 
-    row: DriverRow
+    row: Driver
     spec: DriverSpec
 
 
@@ -242,10 +244,10 @@ def driver_views(session: Session) -> list[DriverView]:
     return [DriverView(row, drivers.stored_spec(row)) for row in rows]
 
 
-def rendered_for(session: Session, row: DeploymentRow) -> Rendered | None:
+def rendered_for(session: Session, row: Deployment) -> Rendered | None:
     """The deployment's components as its driver's chart renders them; None when the driver is gone."""
     try:
-        driver = drivers.get_driver_row(session, row.driver_name, row.driver_version)
+        driver = drivers.get_driver(session, row.driver_name, row.driver_version)
     except NotFound:
         return None
-    return rendered_components(driver, row)
+    return rendered_components(driver, row.name, row.namespace, row.app_version, row.configuration)

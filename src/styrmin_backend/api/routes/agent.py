@@ -201,7 +201,7 @@ def download_driver(
     agent: Agent,
 ) -> Response:
     """A driver version's .tar.gz for the agent (its checksum is in the ETag)."""
-    row = drivers.get_driver_row(db, name, version)
+    row = drivers.get_driver(db, name, version)
     return Response(row.archive, media_type="application/gzip", headers={"ETag": f'"{row.checksum}"'})
 
 

@@ -12,7 +12,7 @@ from styrmin_backend.api.deps import Admin, Db, Reader
 from styrmin_backend.api.schemas import Strict
 from styrmin_backend.domain.backup_locations import BackupLocation, LocationStatus, check_location
 from styrmin_backend.services import backup_locations
-from styrmin_backend.store.models import BackupLocationRow
+from styrmin_backend.services.backup_locations import StoredLocation
 
 router = APIRouter(tags=["backups"])
 ClusterName = Annotated[str, Path(max_length=64)]
@@ -40,7 +40,7 @@ class BackupLocationOut(BaseModel):
     checked_at: datetime | None
 
     @classmethod
-    def of(cls, row: BackupLocationRow) -> BackupLocationOut:
+    def of(cls, row: StoredLocation) -> BackupLocationOut:
         location = BackupLocation.from_json(row.location)
         secret = f"{location.secret_namespace}/{location.secret_name}" if location.secret_name else None
         return cls(

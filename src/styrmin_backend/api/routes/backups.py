@@ -13,8 +13,8 @@ from styrmin_backend.api.schemas import MAX_ID, ChangeOut, DeploymentOut, Strict
 from styrmin_backend.domain.backups import BackupLabel, BackupStatus
 from styrmin_backend.domain.errors import NotFound
 from styrmin_backend.services import backup_schedules, backups, changes
+from styrmin_backend.services.backup_schedules import BackupSchedule
 from styrmin_backend.services.backups import Backup
-from styrmin_backend.store.models import BackupScheduleRow
 
 router = APIRouter(tags=["backups"])
 DeploymentName = Annotated[str, Path(max_length=53)]
@@ -151,7 +151,7 @@ class BackupScheduleRequest(Strict):
     keep_days: StrictInt | None = Field(default=None, description="Delete scheduled backups older than this.")
 
 
-def _schedule_out(name: str, row: BackupScheduleRow) -> BackupScheduleOut:
+def _schedule_out(name: str, row: BackupSchedule) -> BackupScheduleOut:
     return BackupScheduleOut(
         deployment=name,
         cron=row.cron,

@@ -15,12 +15,12 @@ from styrmin_backend.api.schemas import (
     UpgradeRequest,
 )
 from styrmin_backend.services import changes, deployment_status
-from styrmin_backend.store.models import DeploymentRow
+from styrmin_backend.services.deployment_models import Deployment
 
 router = APIRouter(tags=["deployments"])
 
 
-def deployment_out(db: Db, row: DeploymentRow) -> DeploymentOut:
+def deployment_out(db: Db, row: Deployment) -> DeploymentOut:
     """One deployment with its status as the status rule decides it."""
     return DeploymentOut.of(row, deployment_status.status_of(db, row))
 
@@ -44,7 +44,7 @@ def list_deployments(db: Db, _: Reader) -> list[DeploymentOut]:
 @router.get("/deployments/{name}", response_model=DeploymentOut)
 def get_deployment(name: str, db: Db, _: Reader) -> DeploymentOut:
     """One deployment with its configuration."""
-    return deployment_out(db, changes.get_deployment(db, name))
+    return deployment_out(db, changes.read_deployment(db, name))
 
 
 @router.post("/deployments", response_model=ChangeOut, status_code=202)

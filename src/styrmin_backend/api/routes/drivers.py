@@ -104,7 +104,7 @@ async def push(
     pushed = await run_in_threadpool(drivers.push_driver, db, package, report, principal.username)
     if not pushed.created:
         response.status_code = 200
-    return DriverVersionOut.of(pushed.row)
+    return DriverVersionOut.of(pushed.driver)
 
 
 @router.get("/drivers", response_model=list[DriverVersionOut])
@@ -116,7 +116,7 @@ def list_drivers(db: Db, _: Reader) -> list[DriverVersionOut]:
 @router.get("/drivers/{name}/versions/{version}", response_model=DriverVersionOut)
 def get_driver(name: NameParam, version: VersionParam, db: Db, _: Reader) -> DriverVersionOut:
     """One driver version: its application, components and actions."""
-    return DriverVersionOut.of(drivers.get_driver_row(db, name, version))
+    return DriverVersionOut.of(drivers.get_driver(db, name, version))
 
 
 @router.get(
@@ -126,7 +126,7 @@ def get_driver(name: NameParam, version: VersionParam, db: Db, _: Reader) -> Dri
 )
 def download_driver(name: NameParam, version: VersionParam, db: Db, _: Reader) -> Response:
     """The driver version's .tar.gz, exactly as stored (its checksum is in the ETag)."""
-    row = drivers.get_driver_row(db, name, version)
+    row = drivers.get_driver(db, name, version)
     return Response(
         row.archive,
         media_type="application/gzip",

@@ -10,7 +10,7 @@ from styrmin_backend.domain.backup_locations import BackupLocation, check_locati
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.services import backup_locations
-from styrmin_backend.store.models import BackupLocationRow
+from styrmin_backend.services.backup_locations import StoredLocation
 from styrmin_backend.web._common import (
     Form,
     Viewer,
@@ -29,7 +29,7 @@ router = APIRouter(route_class=WebRoute, include_in_schema=False)
 _FIELDS = ("kind", "folder", "bucket", "prefix", "endpoint_url", "region", "secret")
 
 
-def location_view(row: BackupLocationRow | None) -> dict[str, object] | None:
+def location_view(row: StoredLocation | None) -> dict[str, object] | None:
     """A location as pages show it: where, its Secret's reference, never credentials."""
     if row is None:
         return None

@@ -16,7 +16,7 @@ from styrmin_backend.domain.secrets import conceal_configuration
 from styrmin_backend.domain.status import Status
 from styrmin_backend.services import changes, deployment_status, tasks
 from styrmin_backend.services.changes import Configuration
-from styrmin_backend.store.models import DeploymentRow
+from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.web import _views
 from styrmin_backend.web._common import (
     CSRF_FIELD,
@@ -198,7 +198,7 @@ def _latest_task(history: tasks.TaskPage, prefect_url: str, session: Session) ->
     return _views.load_task_view(session, latest.id, prefect_url)
 
 
-def _deployment_state(viewer: Viewer, session: Session, row: DeploymentRow, status: Status) -> PolledPart:
+def _deployment_state(viewer: Viewer, session: Session, row: Deployment, status: Status) -> PolledPart:
     """The deployment's status, facts and components, which its page polls."""
     spec = _views.DriverCache(session).spec(row.driver_name, row.driver_version)
     rendered = _views.rendered_for(session, row)
@@ -224,7 +224,7 @@ def deployment_page(
 ) -> HTMLResponse:
     with unit(request) as session:
         viewer = viewer_of(request, session)
-        row = changes.get_deployment(session, name)
+        row = changes.read_deployment(session, name)
         status = deployment_status.status_of(session, row)
         history = tasks.list_tasks(session, deployment=name, limit=_views.HISTORY_PAGE_SIZE, before=before)
         return render(
@@ -257,7 +257,7 @@ def deployment_state_fragment(request: Request, name: str, seen: str = "") -> Re
     with unit(request) as session:
         viewer = viewer_of(request, session)
         try:
-            row = changes.get_deployment(session, name)
+            row = changes.read_deployment(session, name)
         except NotFound:
             return HTMLResponse(
                 '<div id="deployment-state"><div class="alert alert-info" role="status">'
@@ -291,7 +291,7 @@ def history_fragment(request: Request, name: str, seen: str = "") -> Response:
     """The first page of the task history, polled by the deployment page: 204 while nothing shown changed."""
     with unit(request) as session:
         viewer = viewer_of(request, session)
-        changes.get_deployment(session, name)
+        changes.read_deployment(session, name)
         history = tasks.list_tasks(session, deployment=name, limit=_views.HISTORY_PAGE_SIZE)
         return polled_answer(request, viewer, _history_part(viewer, name, history), seen)
 
@@ -305,7 +305,7 @@ def _render_upgrade(
     errors: FormErrors,
     status_code: int = 200,
 ) -> HTMLResponse:
-    row = changes.get_deployment(session, name)
+    row = changes.read_deployment(session, name)
     return render(
         request,
         "upgrade.html",
@@ -324,7 +324,7 @@ def upgrade_page(request: Request, name: str) -> HTMLResponse:
         viewer = viewer_of(request, session)
         if not viewer.can_write:
             raise WebForbidden(f"Upgrading a deployment needs {Role.READ_WRITE.label}.", viewer)
-        row = changes.get_deployment(session, name)
+        row = changes.read_deployment(session, name)
         fields = {"app_version": row.app_version, "driver_version": row.driver_version}
         return _render_upgrade(request, viewer, session, name, fields, FormErrors())
 
@@ -340,7 +340,7 @@ def upgrade(request: Request, name: str, form: Form) -> Response:
     with unit(request) as session:
         viewer = viewer_of(request, session)
         check_form(request, form, viewer, Role.READ_WRITE)
-        before = changes.get_deployment(session, name)
+        before = changes.read_deployment(session, name)
         was = (before.app_version, before.driver_name, before.driver_version)
     runner = unit if confirmed else dry_run
     with runner(request) as session:
@@ -378,7 +378,7 @@ def upgrade(request: Request, name: str, form: Form) -> Response:
 
 
 def _components_of(session: Session, name: str) -> list[str]:
-    row = changes.get_deployment(session, name)
+    row = changes.read_deployment(session, name)
     spec = _views.DriverCache(session).spec(row.driver_name, row.driver_version)
     return [c.name for c in spec.spec.components] if spec else []
 
@@ -397,7 +397,7 @@ def _render_configure(
         "configure.html",
         viewer,
         status_code,
-        deployment=changes.get_deployment(session, name),
+        deployment=changes.read_deployment(session, name),
         components=_components_of(session, name),
         fields=fields,
         errors=errors,
@@ -414,7 +414,7 @@ def configure_page(request: Request, name: str) -> HTMLResponse:
             raise WebForbidden(
                 f"Changing a deployment's configuration needs {Role.READ_WRITE.label}.", viewer
             )
-        row = changes.get_deployment(session, name)
+        row = changes.read_deployment(session, name)
         fields = configuration_fields(
             Configuration.from_json(conceal_configuration(row.configuration)), _components_of(session, name)
         )
@@ -513,7 +513,7 @@ def delete(request: Request, name: str, form: Form) -> Response:
             changes.delete_deployment(session, name, by=viewer.principal)
         return see_other(f"/deployments/{name}")
     with dry_run(request) as session:
-        row = changes.get_deployment(session, name)
+        row = changes.read_deployment(session, name)
         namespace = row.namespace
     return confirm_page(
         request,
