@@ -353,9 +353,11 @@ class Reconciliation:
             _keep_stopped_components_at_zero(
                 chart.path, package.spec, self.name, self.target.stopped_components
             )
-            await self.parts.helm.apply(
+            recovered = await self.parts.helm.apply(
                 chart.path, chart.values, self.name, self.namespace, CHART_TIMEOUT_SECONDS
             )
+        if recovered is not None:
+            await self.parts.api.add_note(step_id, recovered)
         self._result.applied = AppliedVersions(
             app_version=self.target.app_version, driver_version=self.target.driver_version
         )

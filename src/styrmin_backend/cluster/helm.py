@@ -29,14 +29,21 @@ class HelmReleases:
 
     async def apply(
         self, chart: Path, values: dict[str, Any], release: str, namespace: str, timeout: int
-    ) -> None:
-        """Install the release, or upgrade it when it exists, and wait until its workloads are ready."""
-        async with self._lock(namespace, release):
-            await asyncio.to_thread(self._apply, chart, values, release, namespace, timeout)
+    ) -> str | None:
+        """Install the release, or upgrade it when it exists, and wait until its workloads are ready.
 
-    def _apply(self, chart: Path, values: dict[str, Any], release: str, namespace: str, timeout: int) -> None:
+        Returns what was done first to a release that an unfinished operation left pending (its agent
+        stopped mid-way), for the step's notes; None when there was nothing to undo.
+        """
+        async with self._lock(namespace, release):
+            return await asyncio.to_thread(self._apply, chart, values, release, namespace, timeout)
+
+    def _apply(
+        self, chart: Path, values: dict[str, Any], release: str, namespace: str, timeout: int
+    ) -> str | None:
         config = self._config(namespace)
         try:
+            recovered = self._recover_pending(config, release, timeout)
             exists = self._exists(config, release)
             if exists:
                 config.upgrade(chart, release, values, namespace=namespace, timeout=timeout, wait="watcher")
@@ -50,8 +57,40 @@ class HelmReleases:
                     wait="watcher",
                     create_namespace=True,
                 )
+            return recovered
         finally:
             config.close()
+
+    @staticmethod
+    def _recover_pending(config: helm.Config, release: str, timeout: int) -> str | None:
+        """Undo an operation on the release that never finished, so that Helm accepts the next one.
+
+        Helm refuses every write while a release is pending ("another operation is in progress"). A
+        deployment's changes run one at a time and each agent writes a release under a lock, so a
+        pending release is one whose agent stopped during the write: roll it back to its last
+        deployed revision, or uninstall a release that never got deployed.
+        """
+        try:
+            current = config.status(release)
+        except helm.HelmNotFoundError:
+            return None
+        status = str(current.get("status", ""))
+        if not status.startswith("pending"):
+            return None
+        revision = current.get("revision")
+        deployed = [r for r in config.history(release) if r.get("status") in ("deployed", "superseded")]
+        if deployed:
+            target = max(int(r["revision"]) for r in deployed)
+            config.rollback(release, version=target, timeout=timeout, wait="watcher")
+            return (
+                f"Release {release} was left {status} at revision {revision} by a write that never "
+                f"finished (its agent stopped); rolled back to revision {target} first."
+            )
+        config.uninstall(release, timeout=timeout, wait="watcher")
+        return (
+            f"Release {release} was left {status} at revision {revision} by a write that never finished "
+            "(its agent stopped) and was never deployed; uninstalled it first."
+        )
 
     @staticmethod
     def _exists(config: helm.Config, release: str) -> bool:
