@@ -284,16 +284,18 @@ def test_hostile_drivers_are_refused_with_a_message_while_other_requests_are_ans
 ) -> None:
     writer = stack.make_user("author", Role.READ_WRITE)
     others: list[int] = []
-    done = threading.Event()
+    done, asking = threading.Event(), threading.Event()
 
     def ask_meanwhile() -> None:
         with httpx.Client(headers={"Authorization": f"Bearer {writer}"}, timeout=60) as client:
             while not done.is_set():
                 others.append(client.get(f"{server_url}/api/v1/deployments").status_code)
+                asking.set()
                 time.sleep(0.05)
 
     meanwhile = threading.Thread(target=ask_meanwhile)
     meanwhile.start()
+    assert asking.wait(120), "the other requests never got an answer"
     try:
         pushed = _send(server_url, "/drivers", archive, writer)
         validated = _send(server_url, "/drivers/validate", archive, writer)
