@@ -12,10 +12,11 @@ from sqlalchemy.orm import Session, aliased
 
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
-from styrmin_backend.domain.tasks import StepStatus, TaskStatus
+from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.domain.users import ACTIONS_USERNAME
-from styrmin_backend.protocol import ComponentStatus
+from styrmin_backend.protocol import Change, ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
+from styrmin_backend.services.changes import claimed_change
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.services.task_models import Task
@@ -58,7 +59,8 @@ class Claim:
     """A task an agent claimed: what to do, for which deployment, and the reconciliation's token."""
 
     task: Task
-    change: ChangeRow | None
+    change: Change
+    """The change to carry out, with the target the server resolved for it now."""
     deployment: Deployment
     actions_token: str
 
@@ -199,10 +201,11 @@ def claim_next_task(
             _end(session, task, error="The deployment of this task no longer exists.", result=None)
             continue
         change = session.get(ChangeRow, task.change_id) if task.change_id else None
+        read = Deployment.of(deployment)
         return Claim(
             task=Task.of(task),
-            change=change,
-            deployment=Deployment.of(deployment),
+            change=claimed_change(TaskType(task.type), change.spec if change else {}, read),
+            deployment=read,
             actions_token=issued.token,
         )
     return None

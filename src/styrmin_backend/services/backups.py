@@ -36,9 +36,10 @@ from styrmin_backend.services.changes import (
     _record_change,
     get_deployment,
 )
+from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import get_driver_row, stored_spec
 from styrmin_backend.services.principal import Principal
-from styrmin_backend.store.models import BackupRow, ChangeRow, DeploymentRow, DriverRow, TaskRow
+from styrmin_backend.store.models import BackupRow, ChangeRow, DriverRow, TaskRow
 
 BACKUP_RESULT_KEY = "backup"
 """Where the agent puts the backup's location and files in a backup task's result."""
@@ -102,7 +103,7 @@ def driver_hooks(row: DriverRow) -> set[Hook]:
     return {action.hook for action in stored_spec(row).spec.actions}
 
 
-def can_back_up(session: Session, deployment: DeploymentRow) -> bool:
+def can_back_up(session: Session, deployment: Deployment) -> bool:
     """Whether the deployment's driver version declares a backup action (the page shows the button)."""
     version = deployment.running_driver_version or deployment.driver_version
     try:

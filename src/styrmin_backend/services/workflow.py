@@ -22,6 +22,7 @@ from styrmin_backend.domain.tasks import (
     TaskType,
     rollup_result,
 )
+from styrmin_backend.services import task_models
 from styrmin_backend.store.models import StepRow, TaskRow
 
 
@@ -95,7 +96,7 @@ def start_task(session: Session, task_id: int) -> TaskRow:
     return row
 
 
-def add_step(session: Session, task_id: int, name: str, *, started: bool = True) -> StepRow:
+def add_step(session: Session, task_id: int, name: str, *, started: bool = True) -> task_models.Step:
     """Append a step named ``name`` to a task (running unless ``started`` is False)."""
     _task_row(session, task_id)
     position = len(_steps_of(session, task_id))
@@ -113,25 +114,27 @@ def add_step(session: Session, task_id: int, name: str, *, started: bool = True)
     )
     session.add(row)
     session.flush()
-    return row
+    return task_models.Step.of(row)
 
 
-def add_step_note(session: Session, step_id: int, note: str) -> StepRow:
+def add_step_note(session: Session, step_id: int, note: str) -> task_models.Step:
     """Add a note to a step (for example the line naming a deleted Job)."""
     row = _step_row(session, step_id)
     row.notes = [*row.notes, redact(note)]
-    return row
+    return task_models.Step.of(row)
 
 
-def set_step_output(session: Session, step_id: int, output_tail: str, output_truncated: bool) -> StepRow:
+def set_step_output(
+    session: Session, step_id: int, output_tail: str, output_truncated: bool
+) -> task_models.Step:
     """Store the kept end of a failed command's output on a step."""
     row = _step_row(session, step_id)
     row.output_tail = redact(output_tail)
     row.output_truncated = output_truncated
-    return row
+    return task_models.Step.of(row)
 
 
-def end_step(session: Session, step_id: int, *, error: str | None = None) -> StepRow:
+def end_step(session: Session, step_id: int, *, error: str | None = None) -> task_models.Step:
     """End a step: failed with ``error``, or succeeded when there is none. A step ends once."""
     row = _step_row(session, step_id)
     step = _step(row)
@@ -140,7 +143,7 @@ def end_step(session: Session, step_id: int, *, error: str | None = None) -> Ste
     else:
         step.fail(utcnow(), redact(error))
     _write_step(step, row)
-    return row
+    return task_models.Step.of(row)
 
 
 def end_task(

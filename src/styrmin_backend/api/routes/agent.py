@@ -31,9 +31,8 @@ from styrmin_backend.api.schemas import (
     TaskSummary,
 )
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
-from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import observe_claim, observe_step
-from styrmin_backend.services import agents, backup_locations, changes, drivers, workflow
+from styrmin_backend.services import agents, backup_locations, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
 
 router = APIRouter(prefix="/agent", tags=["agent"])
@@ -105,11 +104,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
             return ClaimOut(
                 task=TaskSummary.of(claimed.task),
                 change_type=claimed.task.type,
-                change=changes.claimed_change(
-                    TaskType(claimed.task.type),
-                    claimed.change.spec if claimed.change else {},
-                    claimed.deployment,
-                ),
+                change=claimed.change,
                 deployment=DeploymentOut.of(claimed.deployment, with_secrets=True),
                 actions_token=claimed.actions_token,
                 styrmin_url=settings.effective_public_url,

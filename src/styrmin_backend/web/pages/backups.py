@@ -35,7 +35,7 @@ def backups_section(request: Request, name: str) -> HTMLResponse:
     """The deployment's backups, newest first, with the buttons the viewer's role allows."""
     with unit(request) as session:
         viewer = viewer_of(request, session)
-        row = changes.get_deployment(session, name)
+        row = changes.read_deployment(session, name)
         found = backups.list_backups(session, name)
         return render(
             request,
@@ -97,7 +97,7 @@ def restore(request: Request, name: str, form: Form) -> Response:
     with dry_run(request) as session:
         backups.request_restore(session, name, backup_id, by=viewer.principal)
         backup = backups.get_backup(session, backup_id)
-        running = changes.get_deployment(session, name)
+        running = changes.read_deployment(session, name)
         now_at = running.running_app_version or running.app_version
         version, taken = backup.app_version, backup.created_at.strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"Backup {backup_id} was taken at application version {version} on {taken}."]
