@@ -86,6 +86,11 @@ def test_the_migration_encrypts_secret_values_stored_in_plain_text(empty_databas
     with make_session_factory(engine)() as session:
         assert session.scalars(select(DeploymentRow.configuration)).one() == CONFIGURATION
     engine.dispose()
+    if empty_database_url.startswith("sqlite"):  # the file itself keeps no old copy either
+        database = Path(empty_database_url.removeprefix("sqlite:///"))
+        files = [database, database.with_name(database.name + "-wal")]
+        raw = b"".join(path.read_bytes() for path in files if path.exists())
+        assert all(secret.encode() not in raw for secret in SECRETS)
 
 
 def test_a_server_with_the_wrong_key_refuses_to_start(tmp_path: Path) -> None:

@@ -47,6 +47,9 @@ def _rewrite(
     rewrite: Callable[[dict[str, Any], Cipher], dict[str, Any]],
 ) -> None:
     connection = op.get_bind()
+    sqlite = connection.dialect.name == "sqlite"
+    if sqlite:  # the rewritten values' old bytes are zeroed in the file, not left in free space
+        connection.exec_driver_sql("PRAGMA secure_delete = ON")
     for table_name, column_name in _COLUMNS:
         table = sa.table(table_name, sa.column("id", _ID), sa.column(column_name, sa.JSON()))
         column = table.c[column_name]
@@ -60,6 +63,8 @@ def _rewrite(
             rewritten = rewrite(configuration, _cipher(connection))
             value = {**stored, "configuration": rewritten} if in_spec else rewritten
             connection.execute(sa.update(table).where(table.c.id == row_id).values({column_name: value}))
+    if sqlite:
+        connection.exec_driver_sql("PRAGMA secure_delete = OFF")
 
 
 def _cipher(connection: sa.Connection) -> Cipher:
