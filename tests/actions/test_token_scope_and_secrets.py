@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod, Secret
 
 from styrmin_backend.cluster.kube import StyrminDeployment as StyrminDeploymentResource
@@ -106,6 +107,12 @@ def test_an_action_token_reaches_only_its_deployment_and_secrets_stay_out_of_pre
     step = hook_step(task, Hook.UPGRADE, Mode.PRE)
     error = step.error or ""
     assert "Job" not in error and "exit" not in error, describe(task)  # the Job had the secret env var
+    # ... from the deployment's Secret, as the workload has it: the Job's spec holds no secret value.
+    # (The command itself names the value to compare with; the env does not.)
+    jobs = list(stack.kube.list(Job, namespace=deployment_name))
+    job_env = [c.env for job in jobs if job.spec for c in job.spec.template.spec.containers]  # type: ignore[union-attr]
+    assert jobs and "secretKeyRef" in str(job_env)
+    assert SECRET_ENV not in str(job_env)
     belongs = (
         f'This token belongs to the actions of deployment "{deployment_name}" (task {task.id}); it cannot'
     )
