@@ -190,3 +190,10 @@ def test_a_workload_gets_its_secret_env_from_a_kubernetes_secret_and_shows_it_no
     configured = stack.configure(deployment_name, rotated)
     assert configured.status == "succeeded", describe(configured)
     _wait_for_server_env(stack, deployment_name, "API_TOKEN", SECRET_ENV + "-new")
+    # Read as someone with the data dir would: Styrmin's database and Prefect's hold neither value.
+    data_dir = Path(stack.cluster.data_dir).parent
+    files = [*data_dir.glob("styrmin.db*"), *(p for p in (data_dir / "prefect").rglob("*") if p.is_file())]
+    assert any(path.name == "styrmin.db" for path in files)
+    for path in files:
+        raw = path.read_bytes()
+        assert SECRET_ENV.encode() not in raw, path
