@@ -214,7 +214,7 @@ def _env_secret(name: str, data: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "styrmin"}},
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "Helm"}},
         "type": "Opaque",
         "data": {key: base64.b64encode(value.encode()).decode() for key, value in sorted(data.items())},
     }
