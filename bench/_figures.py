@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import httpx
+from cryptography.fernet import Fernet
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -27,13 +28,17 @@ def free_port() -> int:
         return port
 
 
+BENCH_SECRET_KEY = Fernet.generate_key().decode()
+"""The key of secret values for the servers of one bench run (a server on PostgreSQL needs one)."""
+
+
 @contextmanager
 def styrmin_server(env: Mapping[str, str]) -> Iterator[str]:
     """``styrmin server`` (one process, as in production) on a free loopback port; yields its URL."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "styrmin_backend.cli", "server", "--port", str(port)],
-        env={**os.environ, "STYRMIN_LOG_LEVEL": "WARNING", **env},
+        env={**os.environ, "STYRMIN_LOG_LEVEL": "WARNING", "STYRMIN_SECRET_KEY": BENCH_SECRET_KEY, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

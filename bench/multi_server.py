@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 import psycopg
 from _figures import free_port, percentile
+from cryptography.fernet import Fernet
 from lightkube import Client as KubeClient
 from lightkube import KubeConfig
 
@@ -146,12 +147,14 @@ def multi_server_stack(work: Path, *, concurrency: int, lease_seconds: int) -> I
         stack.callback(prefect.stop)
         servers: list[Process] = []
         urls: list[str] = []
+        secret_key = Fernet.generate_key().decode()
         for index in range(2):
             port = free_port()
             env = {
                 "STYRMIN_DATABASE_URL": _postgres_url(database),
                 "STYRMIN_DATA_DIR": str(work / f"server-{index}"),
                 "STYRMIN_ADMIN_PASSWORD": ADMIN_PASSWORD,
+                "STYRMIN_SECRET_KEY": secret_key,  # one key for both servers of the database
                 "STYRMIN_PREFECT_UI_URL": prefect.url,
                 "STYRMIN_LOG_LEVEL": "WARNING",
             }

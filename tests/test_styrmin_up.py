@@ -145,6 +145,8 @@ def test_up_stopped_while_a_task_runs_says_which_it_waits_for(tmp_path: Path) ->
 
 
 def test_server_runs_on_postgresql_with_the_admin_password_from_the_environment(tmp_path: Path) -> None:
+    from cryptography.fernet import Fernet
+
     from tests.conftest import _pg_admin, _pg_url
 
     name = f"styrmin_up_{os.getpid()}"
@@ -156,6 +158,7 @@ def test_server_runs_on_postgresql_with_the_admin_password_from_the_environment(
             "STYRMIN_DATA_DIR": str(tmp_path),
             "STYRMIN_DATABASE_URL": _pg_url(name),
             "STYRMIN_ADMIN_PASSWORD": "chosen-by-the-operator",
+            "STYRMIN_SECRET_KEY": Fernet.generate_key().decode(),
         }
         with running("server", env, tmp_path / "server.log") as server:
             login = httpx.post(

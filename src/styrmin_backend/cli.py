@@ -11,11 +11,14 @@ from rich.console import Console
 from styrmin_backend.api.serving import serve_until_stopped
 from styrmin_backend.bootstrap import Prepared, prepare_database
 from styrmin_backend.data_dir import restrict_new_files
+from styrmin_backend.domain.errors import SecretKeyWrong
 from styrmin_backend.logs import configure_logging
+from styrmin_backend.secret_keys import use_settings_keys
 from styrmin_backend.server_app import create_app
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.migrate import migration_lock, upgrade_database
+from styrmin_backend.store.secret_box import SecretKeyProblem, reencrypt_secret_values
 
 # Plain tracebacks: Rich would wrap them at 80 columns in a log file, splitting paths.
 app = typer.Typer(
@@ -33,13 +36,22 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> None:
     if port is not None:
         settings.port = port
     configure_logging(settings.log_level, settings.log_format)
-    prepared = prepare_database(settings)
+    prepared = prepare_or_exit(settings, console)
     for line in _start_lines(settings, prepared):
         if settings.log_format == "json":
             log.info(line)
         else:
             console.print(line)
     serve_until_stopped(create_app(settings, prepared.engine), settings)
+
+
+def prepare_or_exit(settings: Settings, console: Console) -> Prepared:
+    """``prepare_database``; a missing or wrong secret key ends the command with what to do, no traceback."""
+    try:
+        return prepare_database(settings)
+    except (SecretKeyProblem, SecretKeyWrong) as error:
+        console.print(f"Styrmin cannot start: {error}", markup=False)
+        raise typer.Exit(1) from None
 
 
 def _start_lines(settings: Settings, prepared: Prepared) -> list[str]:
@@ -124,9 +136,28 @@ def db_upgrade() -> None:
     """Apply the database migrations."""
     settings = Settings()
     engine = make_engine(settings.effective_database_url)
+    try:
+        use_settings_keys(engine, settings)
+    except SecretKeyProblem as error:
+        console.print(f"Cannot migrate: {error}", markup=False)
+        raise typer.Exit(1) from None
     with migration_lock(engine):
         upgrade_database(engine)
     console.print("The database schema is current.")
+
+
+@db_app.command("reencrypt-secrets")
+def db_reencrypt_secrets() -> None:
+    """Encrypt every stored secret value again with the first key of STYRMIN_SECRET_KEY (after a rotation)."""
+    settings = Settings()
+    engine = make_engine(settings.effective_database_url)
+    try:
+        use_settings_keys(engine, settings)
+        written = reencrypt_secret_values(engine)
+    except (SecretKeyProblem, SecretKeyWrong) as error:
+        console.print(f"Cannot encrypt again: {error}", markup=False)
+        raise typer.Exit(1) from None
+    console.print(f"Encrypted the secret values of {written} rows with the first key; the other keys may go.")
 
 
 if __name__ == "__main__":

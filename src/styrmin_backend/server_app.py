@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 
 from styrmin_backend.api import install_api
 from styrmin_backend.metrics import RequestMetrics, server_registry
+from styrmin_backend.secret_keys import use_settings_keys
 from styrmin_backend.services import backup_schedules
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.claim_wakeups import ClaimWakeups
@@ -23,7 +24,8 @@ from styrmin_backend.web import install_web
 
 
 def create_app(settings: Settings, engine: Engine) -> FastAPI:
-    """The server's app on a migrated database ``engine``."""
+    """The server's app on a migrated database ``engine`` (given the secret keys of ``settings``)."""
+    use_settings_keys(engine, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -49,6 +49,13 @@ class Settings(BaseSettings):
         description="Password of the admin user made on first start; default: generated, printed once "
         "and written to admin-password.txt (mode 0600) in the data dir.",
     )
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="Fernet key(s) that encrypt secret configuration values in the database, comma-separated: "
+        "the first encrypts, all decrypt (put a new key first to rotate). Default with the embedded SQLite "
+        "database: generated once into secret-key.txt (mode 0600) in the data dir; required with "
+        "STYRMIN_DATABASE_URL.",
+    )
     log_level: LogLevel = Field(default="INFO", description="Level of the server's log.")
     log_format: Literal["text", "json"] = Field(
         default="text",

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from styrmin_backend.bootstrap import Prepared, prepare_database
 from styrmin_backend.data_dir import restrict_new_files
+from styrmin_backend.domain.errors import SecretKeyWrong
 from styrmin_backend.domain.tasks import TaskStatus
 from styrmin_backend.drivers import DriverError, read_driver, validate_driver
 from styrmin_backend.local import LocalStyrmin, run_locally
@@ -26,6 +27,7 @@ from styrmin_backend.logs import configure_logging
 from styrmin_backend.services import drivers, tasks
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.db import make_session_factory, transaction
+from styrmin_backend.store.secret_box import SecretKeyProblem
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "drivers"
 log = logging.getLogger("styrmin.up")
@@ -148,7 +150,11 @@ def run_up(settings: Settings, console: Console) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     stop = _stop_on_signals()
     catalogs = [p / "catalog" for p in EXAMPLES.glob("*") if (p / "catalog").is_dir()]
-    prepared = prepare_database(settings)
+    try:
+        prepared = prepare_database(settings)
+    except (SecretKeyProblem, SecretKeyWrong) as error:
+        console.print(f"Styrmin cannot start: {error}", markup=False)
+        raise SystemExit(1) from None
     load_example_drivers(prepared, console)
     with run_locally(
         settings,

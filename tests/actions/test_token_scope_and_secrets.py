@@ -3,13 +3,21 @@ Prefect's flow-run parameters and logs while the action's Job still gets them.""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import re
 import textwrap
+import time
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Pod, Secret
 
+from styrmin_backend.cluster.kube import StyrminDeployment as StyrminDeploymentResource
 from styrmin_backend.domain.hooks import Hook, Mode
 from styrmin_backend.domain.limits import REDACTED
 from styrmin_backend.testing import StyrminStack, describe, hook_step
@@ -99,6 +107,12 @@ def test_an_action_token_reaches_only_its_deployment_and_secrets_stay_out_of_pre
     step = hook_step(task, Hook.UPGRADE, Mode.PRE)
     error = step.error or ""
     assert "Job" not in error and "exit" not in error, describe(task)  # the Job had the secret env var
+    # ... from the deployment's Secret, as the workload has it: the Job's spec holds no secret value.
+    # (The command itself names the value to compare with; the env does not.)
+    jobs = list(stack.kube.list(Job, namespace=deployment_name))
+    job_env = [c.env for job in jobs if job.spec for c in job.spec.template.spec.containers]  # type: ignore[union-attr]
+    assert jobs and "secretKeyRef" in str(job_env)
+    assert SECRET_ENV not in str(job_env)
     belongs = (
         f'This token belongs to the actions of deployment "{deployment_name}" (task {task.id}); it cannot'
     )
@@ -125,3 +139,61 @@ def test_an_action_token_reaches_only_its_deployment_and_secrets_stay_out_of_pre
     for message in messages:
         assert not TOKEN.search(message), message
         assert SECRET_ENV not in message and SECRET_VALUE not in message
+
+
+def _server_process_env(stack: StyrminStack, namespace: str, name: str) -> dict[str, str]:
+    """The environment of the running server container's process of deployment ``name``."""
+    for pod in stack.kube.list(Pod, namespace=namespace):
+        if not (pod.metadata and pod.metadata.name and pod.metadata.name.startswith(f"{name}-server-")):
+            continue
+        if pod.metadata.deletionTimestamp is not None or pod.status is None:
+            continue
+        for status in pod.status.containerStatuses or []:
+            if status.name == "server" and status.containerID and status.state and status.state.running:
+                pid = status.containerID.removeprefix("localcluster://")
+                with contextlib.suppress(OSError):
+                    raw = Path(f"/proc/{pid}/environ").read_bytes()
+                    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+    return {}
+
+
+def _wait_for_server_env(stack: StyrminStack, name: str, variable: str, value: str) -> None:
+    deadline = time.monotonic() + 180
+    while _server_process_env(stack, name, name).get(variable) != value:
+        assert time.monotonic() < deadline, f"the server's process never had {variable} set as configured"
+        time.sleep(0.5)
+
+
+def test_a_workload_gets_its_secret_env_from_a_kubernetes_secret_and_shows_it_nowhere_else(
+    stack: StyrminStack, deployment_name: str, tmp_path: Path
+) -> None:
+    push_example(stack, tmp_path, "1.1.0", actions=[])
+    configuration = {"env": {"server": {"API_TOKEN": SECRET_ENV, "LOG_LEVEL": "debug"}}}
+    created = stack.create(
+        deployment_name, driver="shop", driver_version="1.1.0", configuration=configuration
+    )
+    assert created.status == "succeeded", describe(created)
+
+    _wait_for_server_env(stack, deployment_name, "API_TOKEN", SECRET_ENV)
+    workload = stack.kube.get(Deployment, f"{deployment_name}-server", namespace=deployment_name)
+    shown = yaml.safe_dump(workload.to_dict())
+    assert SECRET_ENV not in shown and "secretKeyRef" in shown and "debug" in shown
+    resource = stack.kube.get(StyrminDeploymentResource, deployment_name, namespace=deployment_name)
+    assert SECRET_ENV not in str(resource.to_dict())
+    secret = stack.kube.get(Secret, f"{deployment_name}-styrmin-env", namespace=deployment_name)
+    assert (
+        secret.data is not None and base64.b64decode(secret.data["server.API_TOKEN"]).decode() == SECRET_ENV
+    )
+
+    # A new secret value reaches the process: the workload rolls out though only the Secret changed.
+    rotated = {"env": {"server": {"API_TOKEN": SECRET_ENV + "-new", "LOG_LEVEL": "debug"}}}
+    configured = stack.configure(deployment_name, rotated)
+    assert configured.status == "succeeded", describe(configured)
+    _wait_for_server_env(stack, deployment_name, "API_TOKEN", SECRET_ENV + "-new")
+    # Read as someone with the data dir would: Styrmin's database and Prefect's hold neither value.
+    data_dir = Path(stack.cluster.data_dir).parent
+    files = [*data_dir.glob("styrmin.db*"), *(p for p in (data_dir / "prefect").rglob("*") if p.is_file())]
+    assert any(path.name == "styrmin.db" for path in files)
+    for path in files:
+        raw = path.read_bytes()
+        assert SECRET_ENV.encode() not in raw, path

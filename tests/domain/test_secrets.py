@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from styrmin_backend.domain.login_throttle import MAX_BLOCK, block_for
 from styrmin_backend.domain.redaction import redact
-from styrmin_backend.domain.secrets import SECRET_SET, conceal, is_secret_name, keep_concealed, secret_values
+from styrmin_backend.domain.secrets import (
+    ENCRYPTED,
+    SECRET_SET,
+    conceal,
+    decrypt_configuration,
+    encrypt_configuration,
+    has_plain_secrets,
+    is_secret_name,
+    keep_concealed,
+    secret_values,
+)
 
 
 def test_one_rule_names_secrets_in_configuration_and_in_text() -> None:
@@ -43,3 +53,39 @@ def test_login_backoff_doubles_and_is_capped() -> None:
     assert block_for(5, 5) is None
     assert [block_for(n, 5).total_seconds() for n in (6, 7, 8)] == [1, 2, 4]  # type: ignore[union-attr]
     assert block_for(1000, 5) == MAX_BLOCK
+
+
+class _Reversing:
+    """A stand-in cipher whose tokens are easy to read in a test."""
+
+    def encrypt(self, plain: str) -> str:
+        return plain[::-1]
+
+    def decrypt(self, token: str) -> str:
+        return token[::-1]
+
+
+def test_encryption_seals_exactly_the_secret_values_and_opens_them_back() -> None:
+    configuration = {
+        "values": {
+            "db": {"password": "pw-1", "url": "postgres://u:pw-2@db/x", "host": "db"},
+            "token": {"a": 1},
+        },
+        "images": {"server": "shop:1"},
+        "env": {"token-service": {"API_KEY": "k-3", "LEVEL": "debug", "EMPTY_TOKEN": ""}},
+    }
+    cipher = _Reversing()
+    sealed = encrypt_configuration(configuration, cipher)
+    assert sealed["values"]["db"]["password"] == {ENCRYPTED: '"1-wp"'}
+    assert set(sealed["values"]["db"]["url"]) == {ENCRYPTED}  # a URL with a password: sealed whole
+    assert sealed["values"]["db"]["host"] == "db" and sealed["images"] == configuration["images"]
+    assert set(sealed["values"]["token"]) == {ENCRYPTED}  # a mapping under a secret key: sealed whole
+    # A component's name is no secret key: only its secret vars are sealed.
+    assert (
+        sealed["env"]["token-service"]["LEVEL"] == "debug"
+        and sealed["env"]["token-service"]["EMPTY_TOKEN"] == ""
+    )
+    assert encrypt_configuration(sealed, cipher) == sealed  # sealing twice changes nothing
+    assert decrypt_configuration(sealed, cipher) == configuration
+    assert decrypt_configuration(configuration, cipher) == configuration  # plain values read as they are
+    assert has_plain_secrets(configuration) and not has_plain_secrets(sealed)

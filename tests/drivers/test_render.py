@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +250,54 @@ def test_helm_installs_the_install_chart_with_hooks_kept_apart(
     )
     assert "image: registry.local:5000/demo/server:2.0.0" in release["manifest"]
     assert "shop-seed" not in release["manifest"]  # a hook, which Helm runs apart from the manifest
+
+
+def test_secret_env_vars_reach_the_container_from_the_releases_secret_only(
+    demo: tuple[Path, DriverSpec], tmp_path: Path
+) -> None:
+    root, spec = demo
+    env = {
+        "server": {
+            "API_TOKEN": "tok-abcdef123",
+            "DATABASE": "postgres://shop:s3cr3t-pw@db/shop",
+            "LEVEL": "debug",
+        }
+    }
+    configuration = DeploymentConfiguration(env=env)
+
+    manifests = render_deployment(root, spec, "shop", "default", "1.0.0", configuration)
+
+    secret = _workload(manifests, "Secret", "shop-styrmin-env")
+    assert manifests[0] is secret and secret["type"] == "Opaque"
+    assert {key: base64.b64decode(value).decode() for key, value in secret["data"].items()} == {
+        "server.API_TOKEN": "tok-abcdef123",
+        "server.DATABASE": "postgres://shop:s3cr3t-pw@db/shop",
+    }
+    server = _workload(manifests, "Deployment", "shop-server")
+    assert _containers(server)["server"]["env"] == [
+        {"name": "MODE", "value": "normal"},
+        {"name": "LEVEL", "value": "debug"},
+        {
+            "name": "API_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "shop-styrmin-env", "key": "server.API_TOKEN"}},
+        },
+        {
+            "name": "DATABASE",
+            "valueFrom": {"secretKeyRef": {"name": "shop-styrmin-env", "key": "server.DATABASE"}},
+        },
+    ]
+    workloads = yaml.safe_dump([m for m in manifests if m["kind"] != "Secret"])
+    assert "tok-abcdef123" not in workloads and "s3cr3t-pw" not in workloads
+    # A new secret value changes the pod template, so that the workload rolls out with it.
+    rotated = DeploymentConfiguration(env={"server": {**env["server"], "API_TOKEN": "tok-rotated"}})
+    again = render_deployment(root, spec, "shop", "default", "1.0.0", rotated)
+    template = server["spec"]["template"]
+    assert _workload(again, "Deployment", "shop-server")["spec"]["template"] != template
+    # The chart the agent installs carries the Secret with the workloads.
+    install = prepare_install_chart(
+        root, spec, "shop", "default", "1.0.0", configuration, tmp_path / "install"
+    )
+    with helm.Chart.load(install.path) as chart:
+        rendered = chart.render(install.values, name="shop", namespace="default")
+    documents = [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
+    assert documents == manifests

@@ -86,6 +86,12 @@ def test_secrets_are_referenced_by_name_and_never_written_in_plain() -> None:
         "key": "url",
     }
     assert server_env["STYRMIN_ADMIN_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "styrmin-admin"
+    migrate_env = _env(_container(objects[("Job", "styrmin-migrate-1")]))
+    for env in (server_env, migrate_env):
+        assert env["STYRMIN_SECRET_KEY"]["valueFrom"]["secretKeyRef"] == {
+            "name": "styrmin-secret-key",
+            "key": "key",
+        }
     prefect_env = _env(_container(objects[("Deployment", "prefect-server")]))
     assert (
         prefect_env["PREFECT_SERVER_DATABASE_CONNECTION_URL"]["valueFrom"]["secretKeyRef"]["name"]

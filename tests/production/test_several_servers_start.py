@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from pydantic import SecretStr
 from sqlalchemy import func, select
 
@@ -37,8 +38,11 @@ def test_four_servers_starting_together_migrate_once_and_make_one_admin(
             database_url=empty_postgres,
             data_dir=tmp_path / f"server-{index}",
             admin_password=SecretStr("a-password-from-a-secret"),
+            secret_key=SecretStr(key),
         )
         return prepare_database(settings)
+
+    key = Fernet.generate_key().decode()
 
     with ThreadPoolExecutor(4) as pool:
         prepared = list(pool.map(start, range(4)))

@@ -67,6 +67,14 @@ volumes:
       key: {{ .Values.database.urlKey }}
 {{- end -}}
 
+{{- define "styrmin.secretKey" -}}
+- name: STYRMIN_SECRET_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.secretKey.existingSecret }}
+      key: {{ .Values.secretKey.key }}
+{{- end -}}
+
 {{- define "styrmin.serverUrl" -}}
 {{- if .Values.server.publicUrl -}}
 {{ .Values.server.publicUrl }}

@@ -117,6 +117,10 @@ class Cluster(Protocol):
         """The pod template of a workload as it is now, as a plain dict; None when there is no workload."""
         ...
 
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The decoded data of Secret ``name``; None when there is no such Secret."""
+        ...
+
     async def list_action_jobs(self, namespace: str, labels: Mapping[str, str]) -> list[ActionJob]:
         """The Jobs of ``namespace`` with ``labels``."""
         ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import os
 import weakref
@@ -14,7 +15,7 @@ import httpx2 as httpx
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.batch_v1 import Job
-from lightkube.resources.core_v1 import Pod, PodLog
+from lightkube.resources.core_v1 import Pod, PodLog, Secret
 from lightkube.types import CascadeType
 
 from styrmin_backend.actions._backend import ActionJob, JobPod
@@ -131,6 +132,19 @@ class LightkubeCluster:
                 raise
         template: dict[str, Any] = (workload.to_dict().get("spec") or {}).get("template") or {}
         return template
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        with _kube_errors():
+            try:
+                secret = await self._kube.get(Secret, name, namespace=namespace)
+            except ApiError as error:
+                if error.status.code == 404:
+                    return None
+                raise
+        return {
+            key: base64.b64decode(value).decode("utf-8", "replace")
+            for key, value in (secret.data or {}).items()
+        }
 
     async def list_action_jobs(self, namespace: str, labels: Mapping[str, str]) -> list[ActionJob]:
         with _kube_errors():

@@ -34,6 +34,7 @@ from styrmin_backend.actions._tail import OutputTail
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError, CommandFailed
 from styrmin_backend.domain.secrets import SECRET_SET
+from styrmin_backend.drivers.render import env_secret_key, env_secret_name
 from styrmin_backend.drivers.workloads import component_container
 
 DEFAULT_COMMAND_TIMEOUT_SECONDS = 3600
@@ -158,8 +159,40 @@ async def _component_env(
     if any(SECRET_SET in value for value in configured.values()):
         # The context (a Prefect parameter) shows secret values only as set: read them with the token.
         configured = await backend.api.configured_env(context.task_id, component)
+        configured = await _without_values_in_env_secret(backend, context, component, copied, configured)
     env = _set_env(copied, configured)
     return env, [dict(source) for source in container.get("envFrom") or []]
+
+
+async def _without_values_in_env_secret(
+    backend: ActionBackend,
+    context: GlobalContext,
+    component: str,
+    copied: list[dict[str, Any]],
+    configured: Mapping[str, str],
+) -> dict[str, str]:
+    """``configured`` without the secret vars the workload already reads, with the same value, from
+    the deployment's env Secret: the Job keeps their ``secretKeyRef``, so its spec holds no secret.
+
+    A value the Secret does not hold yet (the chart of this change is not applied) is set as a value.
+    """
+    secret_name = env_secret_name(context.deployment_name)
+    referenced = {
+        str(var.get("name")): ref.get("key")
+        for var in copied
+        if (ref := (var.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name") == secret_name
+    }
+    if not referenced:
+        return dict(configured)
+    stored = await backend.cluster.secret_data(context.namespace, secret_name) or {}
+    return {
+        name: value
+        for name, value in configured.items()
+        if not (
+            referenced.get(name) == env_secret_key(component, name)
+            and stored.get(env_secret_key(component, name)) == value
+        )
+    }
 
 
 def _set_env(env: list[dict[str, Any]], values: Mapping[str, str]) -> list[dict[str, Any]]:

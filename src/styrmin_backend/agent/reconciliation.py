@@ -31,6 +31,7 @@ from styrmin_backend.domain import steps
 from styrmin_backend.domain.deployments import later_revision_wins
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.redaction import redact
+from styrmin_backend.domain.secrets import conceal_configuration
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec, prepare_install_chart
 from styrmin_backend.protocol import (
@@ -320,7 +321,8 @@ class Reconciliation:
             "driver": self.deployment.driver,
             "driverVersion": self.target.driver_version,
             "appVersion": self.target.app_version,
-            "configuration": self.target.configuration.model_dump(mode="json"),
+            # Secrets shown only as set: whoever may read StyrminDeployments may not read Secrets.
+            "configuration": conceal_configuration(self.target.configuration.model_dump(mode="json")),
             "stoppedComponents": self.target.stopped_components,
         }
         await self.parts.cluster.ensure_namespace(self.namespace)

@@ -67,3 +67,9 @@ class TooManyAttempts(DomainError):
     def __init__(self, message: str, *, retry_after: int, field: str | None = None) -> None:
         super().__init__(message, field=field)
         self.retry_after = retry_after
+
+
+class SecretKeyWrong(DomainError):
+    """A secret value stored encrypted cannot be read with the keys in STYRMIN_SECRET_KEY."""
+
+    http_status: ClassVar[int] = 503

@@ -11,8 +11,9 @@ stored secret (``keep_concealed``), so an operator can change other values witho
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Any
+from typing import Any, Protocol
 
 HIDDEN_VALUE_NAME_WORDS = (
     r"passw(?:or)?d|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?"
@@ -122,3 +123,112 @@ def secret_values(data: Any) -> set[str]:
 
     walk(data, conceal(data))
     return {value for value in found if len(value) >= 4}
+
+
+ENCRYPTED = "$styrmin-encrypted"
+"""The key of the envelope that stands for a secret value stored encrypted: ``{ENCRYPTED: token}``."""
+
+
+class Cipher(Protocol):
+    """What encrypts a secret value for the database and decrypts it back (text to token, and back)."""
+
+    def encrypt(self, plain: str) -> str: ...
+
+    def decrypt(self, token: str) -> str: ...
+
+
+def _is_secret_value(data: Any, key: str) -> bool:
+    """Whether the one rule calls ``data`` (under ``key``) secret: it is concealed whole or in part."""
+    return bool(conceal(data, key) != data)
+
+
+def _is_envelope(data: Any) -> bool:
+    return isinstance(data, dict) and set(data) == {ENCRYPTED} and isinstance(data[ENCRYPTED], str)
+
+
+def _seal(data: Any, key: str, cipher: Cipher) -> Any:
+    """``data`` with each secret value (as ``conceal`` finds them) replaced by its envelope."""
+    if _is_envelope(data):
+        return data  # sealed already
+    if key and is_secret_name(key) and data not in (None, "", {}, []):
+        return {ENCRYPTED: cipher.encrypt(json.dumps(data))}
+    if isinstance(data, dict):
+        return {k: _seal(v, str(k), cipher) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_seal(item, key, cipher) for item in data]
+    if isinstance(data, str) and _is_secret_value(data, key):
+        # A string holding a URL's password: sealed whole, so no part of it is kept in plain text.
+        return {ENCRYPTED: cipher.encrypt(json.dumps(data))}
+    return data
+
+
+def _open(data: Any, cipher: Cipher) -> Any:
+    """``data`` with each envelope replaced by the value it seals; plain values stay as they are."""
+    if isinstance(data, dict):
+        if _is_envelope(data):
+            return json.loads(cipher.decrypt(data[ENCRYPTED]))
+        return {k: _open(v, cipher) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_open(item, cipher) for item in data]
+    return data
+
+
+def encrypt_configuration(configuration: dict[str, Any], cipher: Cipher) -> dict[str, Any]:
+    """A deployment's configuration as stored: each secret value (the rule of ``conceal_configuration``)
+    replaced by ``{ENCRYPTED: token}``, every other value as it is."""
+    sealed = dict(configuration)
+    if isinstance(configuration.get("values"), dict):
+        sealed["values"] = _seal(configuration["values"], "", cipher)
+    if isinstance(configuration.get("env"), dict):
+        sealed["env"] = {
+            component: (
+                {name: _seal(value, str(name), cipher) for name, value in variables.items()}
+                if isinstance(variables, dict)
+                else variables
+            )
+            for component, variables in configuration["env"].items()
+        }
+    return sealed
+
+
+def decrypt_configuration(configuration: dict[str, Any], cipher: Cipher) -> dict[str, Any]:
+    """A stored configuration with its secret values decrypted; values stored before encryption
+    (plain) are read as they are."""
+    return {
+        key: _open(value, cipher) if key in ("values", "env") else value
+        for key, value in configuration.items()
+    }
+
+
+def has_plain_secrets(configuration: dict[str, Any]) -> bool:
+    """Whether a stored configuration still holds a secret value in plain text."""
+    return encrypt_configuration(configuration, _Marking()) != configuration
+
+
+def encrypted_tokens(configuration: dict[str, Any]) -> list[str]:
+    """The tokens of the encrypted values of a stored configuration (to check that a key reads them)."""
+    found: list[str] = []
+
+    def walk(data: Any) -> None:
+        if isinstance(data, dict):
+            if _is_envelope(data):
+                found.append(data[ENCRYPTED])
+                return
+            for value in data.values():
+                walk(value)
+        elif isinstance(data, list):
+            for value in data:
+                walk(value)
+
+    walk({key: configuration.get(key) for key in ("values", "env")})
+    return found
+
+
+class _Marking:
+    """A cipher that only marks where a value would be encrypted."""
+
+    def encrypt(self, plain: str) -> str:
+        return ""
+
+    def decrypt(self, token: str) -> str:
+        return "null"

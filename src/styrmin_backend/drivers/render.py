@@ -12,7 +12,9 @@ exactly what :func:`render_deployment` returns.
 
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import json
 import os
 import subprocess
@@ -27,6 +29,7 @@ import yaml
 from styrmin_backend._helm_chart import RenderError as RenderError
 from styrmin_backend._helm_chart import load_chart, render_loaded
 from styrmin_backend.domain.limits import RENDER_MAX_MEMORY_BYTES, RENDER_TIMEOUT_SECONDS
+from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.drivers.configuration import DeploymentConfiguration
 from styrmin_backend.drivers.spec import DriverSpec
 from styrmin_backend.drivers.workloads import (
@@ -37,6 +40,8 @@ from styrmin_backend.drivers.workloads import (
 )
 
 _RENDERED_FOLDER = "rendered"
+SECRET_CHECKSUM_ANNOTATION = "styrmin.io/secret-env-checksum"  # noqa: S105 - a name
+"""Pod template annotation: a digest of the component's secret env vars (a change rolls pods out)."""
 _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 """What the render process sees of the server's environment: what Python needs, no secrets."""
 _INSTALL_TEMPLATE = """\
@@ -143,13 +148,17 @@ def apply_configuration(
     """A copy of ``manifests`` with the image overrides and env vars set on the component containers.
 
     An overridden image has ``{{ app.version }}`` set to ``app_version``. An env var replaces the
-    chart's var of the same name and keeps its place; new ones are added after the chart's.
+    chart's var of the same name and keeps its place; new ones are added after the chart's. A secret
+    env var (``domain.secrets``) goes into the release's Secret ``<release>-styrmin-env`` (added
+    first to the manifests) and the container reads it through ``secretKeyRef``.
 
     Raises:
         RenderError: if the configuration targets a component whose workload or container is not in
             the manifests.
     """
     result = copy.deepcopy(manifests)
+    secret_name = env_secret_name(release_name)
+    secret_data: dict[str, str] = {}
     for component in spec.spec.components:
         image = configuration.image_for(component.name, app_version)
         env = configuration.env.get(component.name, {})
@@ -169,8 +178,55 @@ def apply_configuration(
         if image is not None:
             container["image"] = image
         if env:
-            container["env"] = _merged_env(container.get("env") or [], env)
+            secret = {name: value for name, value in env.items() if is_secret_env_var(name, value)}
+            entries = {
+                name: {"secretKeyRef": {"name": secret_name, "key": env_secret_key(component.name, name)}}
+                if name in secret
+                else value
+                for name, value in env.items()
+            }
+            container["env"] = _merged_env(container.get("env") or [], entries)
+            if secret:
+                secret_data.update({env_secret_key(component.name, n): v for n, v in secret.items()})
+                _annotate_secret_checksum(pod_template_of(workload), secret)
+    if secret_data:
+        # First: Helm applies Secrets before workloads anyway, and readers find it at once.
+        result.insert(0, _env_secret(secret_name, secret_data))
     return result
+
+
+def env_secret_name(release_name: str) -> str:
+    """The Secret that holds a deployment's secret env vars, installed and removed with its release."""
+    return f"{release_name}-styrmin-env"
+
+
+def env_secret_key(component: str, variable: str) -> str:
+    """The key of env var ``variable`` of ``component`` in the deployment's env Secret."""
+    return f"{component}.{variable}"
+
+
+def is_secret_env_var(name: str, value: str) -> bool:
+    """Whether an env var is secret by the one rule (its name, or a URL password in its value)."""
+    return bool(value) and conceal(value, name) != value
+
+
+def _env_secret(name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+        "type": "Opaque",
+        "data": {key: base64.b64encode(value.encode()).decode() for key, value in sorted(data.items())},
+    }
+
+
+def _annotate_secret_checksum(pod_template: dict[str, Any], secret: dict[str, str]) -> None:
+    """Mark the pod template with a digest of its secret env vars, so that changing one rolls the
+    workload out (the container spec itself names only the Secret, which stays the same)."""
+    digest = hashlib.sha256(json.dumps(sorted(secret.items())).encode()).hexdigest()[:16]
+    metadata = pod_template.setdefault("metadata", {})
+    annotations = metadata.get("annotations") or {}
+    metadata["annotations"] = {**annotations, SECRET_CHECKSUM_ANNOTATION: digest}
 
 
 def render_deployment(
@@ -252,11 +308,20 @@ def prepare_install_chart(
     return InstallChart(path=destination, values=dict(configuration.values))
 
 
-def _merged_env(current: list[dict[str, Any]], variables: dict[str, str]) -> list[dict[str, Any]]:
+def _merged_env(
+    current: list[dict[str, Any]], variables: dict[str, str | dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The chart's env with ``variables`` set: a string as a value, a mapping as ``valueFrom``."""
+
+    def entry_of(name: str, value: str | dict[str, Any]) -> dict[str, Any]:
+        return (
+            {"name": name, "value": value} if isinstance(value, str) else {"name": name, "valueFrom": value}
+        )
+
     merged: list[dict[str, Any]] = []
     for entry in current:
         name = entry.get("name")
-        merged.append({"name": name, "value": variables[name]} if name in variables else entry)
+        merged.append(entry_of(name, variables[name]) if name in variables else entry)
     present = {entry.get("name") for entry in current}
-    merged += [{"name": name, "value": value} for name, value in variables.items() if name not in present]
+    merged += [entry_of(name, value) for name, value in variables.items() if name not in present]
     return merged

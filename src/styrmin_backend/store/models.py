@@ -22,6 +22,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from styrmin_backend.store.secret_box import EncryptedChangeSpec, EncryptedConfiguration
+
 # BigInteger ids on PostgreSQL, INTEGER PRIMARY KEY (rowid) on SQLite.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -112,7 +114,7 @@ class DeploymentRow(Base):
     driver_name: Mapped[str] = mapped_column(String(64))
     driver_version: Mapped[str] = mapped_column(String(64))
     app_version: Mapped[str] = mapped_column(String(64))
-    configuration: Mapped[dict[str, Any]]
+    configuration: Mapped[dict[str, Any]] = mapped_column(EncryptedConfiguration)
     stopped_components: Mapped[list[Any]]
     # What the cluster runs, as the agent last applied it (the columns above are what was asked for).
     running_app_version: Mapped[str | None] = mapped_column(String(64))
@@ -134,7 +136,7 @@ class ChangeRow(Base):
     deployment_id: Mapped[int] = mapped_column(ForeignKey("deployments.id", ondelete="CASCADE"))
     revision: Mapped[int] = mapped_column(Integer)
     type: Mapped[str] = mapped_column(String(16))
-    spec: Mapped[dict[str, Any]]
+    spec: Mapped[dict[str, Any]] = mapped_column(EncryptedChangeSpec)
     requested_by: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
 
@@ -239,7 +241,7 @@ class BackupRow(Base):
     driver_version: Mapped[str] = mapped_column(String(64))
     app_version: Mapped[str] = mapped_column(String(64))
     revision: Mapped[int] = mapped_column(Integer)
-    configuration: Mapped[dict[str, Any]]
+    configuration: Mapped[dict[str, Any]] = mapped_column(EncryptedConfiguration)
     # The storage location as the agent described it when the backup was taken, and the folder inside it.
     location: Mapped[str] = mapped_column(String(512))
     key: Mapped[str] = mapped_column(String(255))

@@ -315,6 +315,9 @@ class MemoryCluster:
     def __init__(self, world: MemoryBackend) -> None:
         self._world = world
 
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        return None  # the in-memory workloads take their env vars as values, from no Secret
+
     async def pod_template(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
         world = self._world
         for declared in world.spec.spec.components:
