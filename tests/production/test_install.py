@@ -83,6 +83,14 @@ class Installed:
                 )
         except (ApiError, httpx.HTTPError) as error:
             lines.append(f"(pods could not be listed: {error})")
+        try:
+            for deployment in self.kube.list(Deployment, namespace="*"):
+                lines.append(
+                    f"deployment {deployment.metadata.namespace}/{deployment.metadata.name} "
+                    f"spec.replicas={deployment.spec.replicas} status={deployment.status.to_dict()}"
+                )
+        except (ApiError, httpx.HTTPError) as error:
+            lines.append(f"(deployments could not be listed: {error})")
         for log in sorted((self.cluster.data_dir / "pods").glob("*/*/*.log")):
             text = log.read_text(errors="replace").splitlines()[-40:]
             lines.append(f"--- {log.relative_to(self.cluster.data_dir)} (last {len(text)} lines)")
@@ -96,6 +104,7 @@ class Installed:
     def wait_for(self, predicate: Callable[[], T | None], what: str, seconds: float = START_SECONDS) -> T:
         deadline = time.monotonic() + seconds
         last_error: Exception | None = None
+        result: T | None = None
         while time.monotonic() < deadline:
             try:
                 result = predicate()
@@ -105,7 +114,8 @@ class Installed:
                 last_error = error
             time.sleep(1)
         raise AssertionError(
-            f"waited {seconds} s for {what} (last error: {last_error!r})\n{self.diagnostics()}"
+            f"waited {seconds} s for {what} (last value: {result!r}, last error: {last_error!r})\n"
+            f"{self.diagnostics()}"
         )
 
 
