@@ -251,30 +251,34 @@ def test_the_chart_installs_into_the_local_cluster_and_deploys_and_upgrades_the_
         installed.wait_for(
             lambda: _available(kube, "shop-server", "shop"), "the shop's server to be Available"
         )
-        assert _image_tag(kube, "shop-server") == "1.0.0"
+        assert _image_tag(kube, "server") == "1.0.0"
 
         change = client.deployments.upgrade("shop", app_version="1.1.0")
         assert change.task is not None
         _wait_task(installed, client, change.task.id, "upgrade")
 
     installed.wait_for(
-        lambda: _available(kube, "shop-server", "shop") and _image_tag(kube, "shop-server") == "1.1.0",
+        lambda: _available(kube, "shop-server", "shop") and _image_tag(kube, "server") == "1.1.0",
         "the shop's server to run 1.1.0",
     )
-    assert _image_tag(kube, "shop-task-worker") == "1.1.0"
-    pods = [p for p in kube.list(Pod, namespace="shop") if p.status.phase == "Running"]
-    assert {p.spec.containers[0].image.rsplit(":", 1)[1] for p in pods if "server" in p.metadata.name} == {
-        "1.1.0"
-    }, installed.diagnostics()
+    assert _image_tag(kube, "task-worker") == "1.1.0"
+    # The shop's server process itself runs 1.1.0 (it says its version, the tag of its image, when it starts).
+    pods = [p for p in kube.list(Pod, namespace="shop", labels={"app.kubernetes.io/component": "server"})]
+    running = [p for p in pods if p.status.phase == "Running" and p.metadata.deletionTimestamp is None]
+    assert running, installed.diagnostics()
+    for pod in running:
+        log = "".join(kube.log(pod.metadata.name, namespace="shop", container="server"))
+        assert "shop server 1.1.0 started" in log, log + installed.diagnostics()
     # The agent wrote the deployment's revision into its StyrminDeployment, through its service account.
     record = kube.get(StyrminDeployment, "shop", namespace="shop")
     assert record.spec["appVersion"] == "1.1.0", record.spec
 
 
 def _image_tag(kube: Client, name: str) -> str:
-    deployment = kube.get(Deployment, name, namespace="shop")
-    image: str = deployment.spec.template.spec.containers[0].image
-    return image.rsplit(":", 1)[1]
+    """The tag of the image of the container named as the shop's component (beside a log shipper)."""
+    deployment = kube.get(Deployment, f"shop-{name}", namespace="shop")
+    (image,) = [c.image for c in deployment.spec.template.spec.containers if c.name == name]
+    return str(image).rsplit(":", 1)[1]
 
 
 def _wait_task(installed: Installed, client: styrmin.Client, task_id: int, what: str) -> styrmin.models.Task:
