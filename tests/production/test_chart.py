@@ -226,3 +226,16 @@ def test_the_prefect_server_listens_where_asked_behind_service_port_4200() -> No
     assert container["ports"] == [{"name": "http", "containerPort": 4300}]
     (port,) = objects[("Service", "prefect-server")]["spec"]["ports"]
     assert (port["port"], port["targetPort"]) == (4200, "http")
+
+
+def test_in_full_mode_the_agent_reaches_the_services_unless_told_other_urls() -> None:
+    objects, _notes = render({})
+    env = _env(_container(objects[("Deployment", "styrmin-agent")]))
+    assert env["STYRMIN_AGENT_SERVER_URL"]["value"] == "http://styrmin-server.styrmin.svc:8080"
+    assert env["STYRMIN_AGENT_PREFECT_API_URL"]["value"] == "http://prefect-server.styrmin.svc:4200/api"
+    objects, _notes = render(
+        {"agent": {"serverUrl": "http://127.0.0.1:8081", "prefectApiUrl": "http://127.0.0.1:4201/api"}}
+    )
+    env = _env(_container(objects[("Deployment", "styrmin-agent")]))
+    assert env["STYRMIN_AGENT_SERVER_URL"]["value"] == "http://127.0.0.1:8081"
+    assert env["STYRMIN_AGENT_PREFECT_API_URL"]["value"] == "http://127.0.0.1:4201/api"
