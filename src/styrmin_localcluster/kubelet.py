@@ -35,6 +35,10 @@ POD_IP = "127.0.0.1"
 RESTART_BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 # How often a pod waiting for an image, a ConfigMap or a Secret looks again.
 RETRY_SECONDS = 2.0
+# Where Kubernetes mounts a pod's service-account token, CA and namespace; a pod gets its own copy of
+# this path under its folder (`root/`), named in catalog entries by the placeholder {serviceaccount}.
+SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+SERVICE_ACCOUNT_PLACEHOLDER = "{serviceaccount}"
 _VAR_REF = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
 
 
@@ -134,6 +138,8 @@ class Kubelet:
         catalog: ImageCatalog,
         data_dir: Path,
         server_url: Callable[[], str] = lambda: "",
+        token: str = "",
+        ca_pem: bytes = b"",
     ) -> None:
         self.api = api
         self.catalog = catalog
@@ -141,6 +147,9 @@ class Kubelet:
         self.pods_dir = self.data_dir / "pods"
         self.shared_dir = self.data_dir / "data"
         self.server_url = server_url
+        # What a pod's service-account folder holds: the cluster's one token (there is no RBAC) and its CA.
+        self.token = token
+        self.ca_pem = ca_pem
         self.runs: dict[str, _PodRun] = {}
         self._finished_dirs: dict[str, Path] = {}
         self._pending: set[asyncio.Task[Any]] = set()
@@ -349,7 +358,10 @@ class Kubelet:
             return "Pending"
         if all(c.done for c in run.containers):
             return "Succeeded" if all(c.exit_code == 0 for c in run.containers) else "Failed"
-        if any(c.started or "terminated" in c.state or c.restart_count for c in run.containers):
+        if any(
+            c.started or "running" in c.state or "terminated" in c.state or c.restart_count
+            for c in run.containers
+        ):
             return "Running"
         return "Pending"
 
@@ -415,6 +427,7 @@ class Kubelet:
             await self._bind(run)
             if not await self._resolve_images(run):
                 return
+            self._mount_service_account(run)
             for container in run.init_containers:
                 if not await self._run_init_container(run, container):
                     return
@@ -508,6 +521,46 @@ class Kubelet:
             if await _terminated_within(run, RETRY_SECONDS):
                 return False
 
+    # --- service account -------------------------------------------------------------------------
+
+    def service_account_dir(self, run: _PodRun) -> Path:
+        """The pod's copy of /var/run/secrets/kubernetes.io/serviceaccount (catalog: {serviceaccount})."""
+        return run.directory / "root" / SERVICE_ACCOUNT_PATH.lstrip("/")
+
+    def _mount_service_account(self, run: _PodRun) -> None:
+        """Write token, ca.crt and namespace as Kubernetes mounts them, unless automounting is off.
+
+        As in Kubernetes, the pod's `automountServiceAccountToken` wins over its ServiceAccount's.
+        """
+        pod = self._current(run)
+        if pod is None or not self.token:
+            return
+        spec = pod.get("spec") or {}
+        automount = spec.get("automountServiceAccountToken")
+        if automount is None:
+            account = self.api.store.get(
+                ("", "serviceaccounts"), run.namespace, spec.get("serviceAccountName") or "default"
+            )
+            automount = (account or {}).get("automountServiceAccountToken", True)
+        if automount is False:
+            return
+        folder = self.service_account_dir(run)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, content, mode in (
+            ("token", self.token.encode(), 0o600),
+            ("ca.crt", self.ca_pem, 0o644),
+            ("namespace", run.namespace.encode(), 0o644),
+        ):
+            path = folder / name
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content)
+
+    def _placeholders(self, run: _PodRun, text: str) -> str:
+        return text.replace("{python}", sys.executable).replace(
+            SERVICE_ACCOUNT_PLACEHOLDER, str(self.service_account_dir(run))
+        )
+
     # --- containers ------------------------------------------------------------------------------
 
     def _resolve_env(self, pod: dict[str, Any], container: _Container) -> dict[str, str]:
@@ -598,7 +651,7 @@ class Kubelet:
         }
         return str(values.get(path) or "")
 
-    def _command(self, container: _Container, env: dict[str, str]) -> list[str]:
+    def _command(self, run: _PodRun, container: _Container, env: dict[str, str]) -> list[str]:
         image = container.image_entry
         assert image is not None
         spec = container.spec
@@ -608,7 +661,7 @@ class Kubelet:
             argv = list(image.entrypoint) + list(spec["args"])
         else:
             argv = list(image.entrypoint) + list(image.cmd)
-        argv = [expand_vars(arg, env).replace("{python}", sys.executable) for arg in argv]
+        argv = [self._placeholders(run, expand_vars(arg, env)) for arg in argv]
         if not argv:
             raise ContainerConfigError(
                 f'image "{container.image}" has no entrypoint in the catalog ({image.source}) and the container '
@@ -651,7 +704,8 @@ class Kubelet:
             base["KUBERNETES_SERVICE_HOST"] = host
             base["KUBERNETES_SERVICE_PORT"] = port
         (run.directory / "home").mkdir(parents=True, exist_ok=True)
-        result = {**base, **image.env, **env}
+        image_env = {name: self._placeholders(run, value) for name, value in image.env.items()}
+        result = {**base, **image_env, **env}
         result["LOCALCLUSTER_IMAGE"] = container.image
         result["LOCALCLUSTER_DATA_DIR"] = str(self.shared_dir)
         return result
@@ -667,7 +721,7 @@ class Kubelet:
                 return None
             try:
                 env = self._resolve_env(pod, container)
-                argv = self._command(container, env)
+                argv = self._command(run, container, env)
                 cwd = self._working_dir(run, container)
                 process_env = self._process_env(run, container, env)
             except ContainerConfigError as exc:
@@ -803,23 +857,19 @@ class Kubelet:
         started_at = now()
         container.container_id = f"localcluster://{process.pid}"
         container.state = {"running": {"startedAt": started_at}}
-        container.started = True
+        startup = None if container.init else container.spec.get("startupProbe")
+        # With a startupProbe, a container is started (and probed for readiness and liveness) only once
+        # that probe succeeds, as in Kubernetes.
+        container.started = startup is None
         probe = container.spec.get("readinessProbe")
-        container.ready = probe is None and not container.init
+        container.ready = probe is None and startup is None and not container.init
         self._write_status(run)
         pod = self._current(run)
         if pod is not None and container.restart_count == 0:
             record_event(self.api, pod, "Normal", "Started", f"Started container {container.name}", "kubelet")
         probes = []
         if not container.init:
-            if probe is not None:
-                probes.append(self._spawn(self._probe_loop(run, container, process, probe, "readiness")))
-            if container.spec.get("livenessProbe") is not None:
-                probes.append(
-                    self._spawn(
-                        self._probe_loop(run, container, process, container.spec["livenessProbe"], "liveness")
-                    )
-                )
+            probes.append(self._spawn(self._run_probes(run, container, process, startup)))
         code = await process.wait()
         for task in probes:
             task.cancel()
@@ -845,6 +895,28 @@ class Kubelet:
 
     # --- probes ----------------------------------------------------------------------------------
 
+    async def _run_probes(
+        self,
+        run: _PodRun,
+        container: _Container,
+        process: asyncio.subprocess.Process,
+        startup: dict[str, Any] | None,
+    ) -> None:
+        """The startupProbe until it succeeds, then the readiness and liveness probes."""
+        if startup is not None:
+            if not await self._probe_loop(run, container, process, startup, "startup"):
+                return
+            container.started = True
+            if container.spec.get("readinessProbe") is None:
+                container.ready = True
+            self._write_status(run)
+        loops = [
+            self._probe_loop(run, container, process, container.spec[key], kind)
+            for key, kind in (("readinessProbe", "readiness"), ("livenessProbe", "liveness"))
+            if container.spec.get(key) is not None
+        ]
+        await asyncio.gather(*loops)
+
     async def _probe_loop(
         self,
         run: _PodRun,
@@ -852,13 +924,16 @@ class Kubelet:
         process: asyncio.subprocess.Process,
         probe: dict[str, Any],
         kind: str,
-    ) -> None:
+    ) -> bool:
+        """Probe until the process ends; a startup probe returns True at its first success."""
         await asyncio.sleep(float(probe.get("initialDelaySeconds", 0)))
         period = float(probe.get("periodSeconds", 10))
         successes = failures = 0
         while process.returncode is None and not run.terminating.is_set():
             ok = await self._probe(run, container, probe)
             successes, failures = (successes + 1, 0) if ok else (0, failures + 1)
+            if kind == "startup" and ok:
+                return True
             if kind == "readiness":
                 ready = container.ready
                 if ok and successes >= int(probe.get("successThreshold", 1)):
@@ -876,13 +951,15 @@ class Kubelet:
                         pod,
                         "Normal",
                         "Killing",
-                        f"Container {container.name} failed liveness probe, will be restarted",
+                        f"Container {container.name} failed {kind} probe, will be restarted",
                         "kubelet",
                     )
                 _signal_group(process, signal.SIGKILL)
-                return
+                return False
             # A quick first answer matters more here than on a real node: probe soon again until ready.
+            # (A startup probe keeps its period: its failureThreshold times it is the time allowed.)
             await asyncio.sleep(min(period, 0.5) if not container.ready and kind == "readiness" else period)
+        return False
 
     async def _probe(self, run: _PodRun, container: _Container, probe: dict[str, Any]) -> bool:
         timeout = float(probe.get("timeoutSeconds", 1))

@@ -72,7 +72,9 @@ class ClusterServer:
         self.api.on_crd_change = lambda crd, removed: crds.sync_crd(
             self.api.registry, crd, removed, self.api.store
         )
-        self.kubelet = Kubelet(self.api, self.catalog, self.data_dir, lambda: self.url)
+        self.kubelet = Kubelet(
+            self.api, self.catalog, self.data_dir, lambda: self.url, token=self.token, ca_pem=self.ca_pem
+        )
         self.controllers = [
             DeploymentController(self.api),
             ReplicaSetController(self.api),

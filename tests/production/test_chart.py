@@ -156,3 +156,92 @@ def test_the_notes_say_how_to_log_in() -> None:
     assert "kubectl get secret styrmin-admin -n styrmin" in notes
     assert "styrminctl login http://127.0.0.1:8080 --username admin" in notes
     assert "kubectl port-forward svc/prefect-server 4200:4200 -n styrmin" in notes
+
+
+def _existing_secrets(values: Any) -> set[str]:
+    """Every `existingSecret` the values name: the Secrets the operator creates."""
+    if isinstance(values, dict):
+        found = {values["existingSecret"]} if isinstance(values.get("existingSecret"), str) else set()
+        for value in values.values():
+            found |= _existing_secrets(value)
+        return found
+    if isinstance(values, list):
+        return set().union(*(_existing_secrets(v) for v in values)) if values else set()
+    return set()
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        merged[key] = (
+            _merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+        )
+    return merged
+
+
+DOCUMENTED_MODES = {
+    "full": {},
+    "full with an Ingress": {
+        "ingress": {"enabled": True, "host": "styrmin.example.com", "tlsSecretName": "tls"}
+    },
+    "agent RBAC per namespace": {"agent": {"rbac": {"scope": "namespaces", "namespaces": ["shop"]}}},
+    "migrations at the servers' start": {"migrations": {"job": False}},
+    "agent only": AGENT_ONLY,
+}
+
+
+@pytest.mark.parametrize("values", DOCUMENTED_MODES.values(), ids=list(DOCUMENTED_MODES))
+def test_every_documented_mode_names_probes_and_references_its_secrets(values: dict[str, Any]) -> None:
+    objects, _notes = render(values)
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    allowed = _existing_secrets(_merge(defaults, values))
+    assert not [key for key in objects if key[0] in ("Secret", "ConfigMap")]
+    for (kind, name), document in objects.items():
+        assert name.rsplit("/", 1)[-1].startswith(("styrmin-", "prefect-server")), (kind, name)
+        assert document["metadata"]["labels"]["app.kubernetes.io/instance"] == "styrmin"
+        if kind in ("ClusterRole", "Role"):
+            assert not any("*" in rule["verbs"] or "*" in rule["resources"] for rule in document["rules"])
+        if kind not in ("Deployment", "Job"):
+            continue
+        pod = document["spec"]["template"]["spec"]
+        for container in pod["containers"]:
+            if kind == "Deployment":
+                assert container["livenessProbe"]["httpGet"]["path"], name
+            for entry in container.get("env", []):
+                reference = entry.get("valueFrom", {}).get("secretKeyRef")
+                if reference:
+                    assert reference["name"] in allowed, (name, entry)
+        if kind == "Deployment" and name != "styrmin-agent":
+            (container,) = pod["containers"]
+            assert container["readinessProbe"]["httpGet"]["path"] in ("/readyz", "/api/health"), name
+    if values.get("mode") == "agent":
+        assert {kind for kind, _name in objects} == {
+            "ServiceAccount",
+            "Deployment",
+            "ClusterRole",
+            "ClusterRoleBinding",
+        }
+    else:
+        assert (("Job", "styrmin-migrate-1") in objects) == values.get("migrations", {}).get("job", True)
+
+
+def test_the_prefect_server_listens_where_asked_behind_service_port_4200() -> None:
+    objects, _notes = render({"prefect": {"containerPort": 4300}})
+    container = _container(objects[("Deployment", "prefect-server")])
+    assert container["args"][-2:] == ["--port", "4300"]
+    assert container["ports"] == [{"name": "http", "containerPort": 4300}]
+    (port,) = objects[("Service", "prefect-server")]["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (4200, "http")
+
+
+def test_in_full_mode_the_agent_reaches_the_services_unless_told_other_urls() -> None:
+    objects, _notes = render({})
+    env = _env(_container(objects[("Deployment", "styrmin-agent")]))
+    assert env["STYRMIN_AGENT_SERVER_URL"]["value"] == "http://styrmin-server.styrmin.svc:8080"
+    assert env["STYRMIN_AGENT_PREFECT_API_URL"]["value"] == "http://prefect-server.styrmin.svc:4200/api"
+    objects, _notes = render(
+        {"agent": {"serverUrl": "http://127.0.0.1:8081", "prefectApiUrl": "http://127.0.0.1:4201/api"}}
+    )
+    env = _env(_container(objects[("Deployment", "styrmin-agent")]))
+    assert env["STYRMIN_AGENT_SERVER_URL"]["value"] == "http://127.0.0.1:8081"
+    assert env["STYRMIN_AGENT_PREFECT_API_URL"]["value"] == "http://127.0.0.1:4201/api"
