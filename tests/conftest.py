@@ -45,6 +45,7 @@ def _cheap_password_hashing() -> Iterator[None]:
 
 
 LONGEST_FIRST = (
+    "tests/production/test_install.py",
     "tests/test_styrmin_up.py",
     "tests/web/test_browser_end_to_end.py",
     "tests/agent/test_resilience.py",

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import helm_python as helm
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
@@ -168,6 +169,13 @@ def installed(tmp_path: Path, databases: tuple[str, str]) -> Iterator[Installed]
                 Secret(metadata=ObjectMeta(name="styrmin-admin"), stringData={"password": ADMIN_PASSWORD}),
                 namespace=NAMESPACE,
             )
+            kube.create(
+                Secret(
+                    metadata=ObjectMeta(name="styrmin-secret-key"),
+                    stringData={"key": Fernet.generate_key().decode()},
+                ),
+                namespace=NAMESPACE,
+            )
             values: dict[str, Any] = {
                 # One replica: every pod has IP 127.0.0.1, so two servers would want the same port.
                 "server": {
@@ -222,7 +230,7 @@ def test_the_chart_installs_into_the_local_cluster_and_deploys_and_upgrades_the_
         client.login("admin", password)
 
         # The agent's key, made by the admin, into the Secret the agent's pod waits for.
-        key = client.agents.create("styrmin-agent", cluster="default")
+        key = client.agents.create("styrmin-agent", cluster="local")
         kube.create(
             Secret(metadata=ObjectMeta(name="styrmin-agent"), stringData={"key": key.key}),
             namespace=NAMESPACE,
@@ -236,10 +244,8 @@ def test_the_chart_installs_into_the_local_cluster_and_deploys_and_upgrades_the_
         )
 
         client.drivers.push(driver_folder(tmp_path / "shop", with_actions=True))
-        # On the cluster the agent's key names (the chart's agent.cluster, "default" as the docs register it).
-        change = client.deployments.create(
-            "shop", namespace="shop", driver="shop", driver_version="1.0.0", cluster="default"
-        )
+        # No cluster named: deployments and the chart's agent both default to cluster "local".
+        change = client.deployments.create("shop", namespace="shop", driver="shop", driver_version="1.0.0")
         assert change.task is not None
         created = _wait_task(installed, client, change.task.id, "create")
         # The driver's setup action ran in the agent's pod as a flow run of the installed Prefect server.
