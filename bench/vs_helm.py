@@ -279,32 +279,76 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
 # --- --profile -----------------------------------------------------------------------------------
 
 
+def _timed(owner: Any, name: str, label: str, mark: Callable[..., None]) -> Callable[[], None]:
+    """Mark the start and end of ``owner.name`` (a function or method, sync or async); returns the undo."""
+    original = getattr(owner, name)
+    if asyncio.iscoroutinefunction(original):
+
+        async def timed_async(*args: Any, **kwargs: Any) -> Any:
+            mark(f"agent: {label} ...")
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                mark(f"agent: ... {label} done")
+
+        wrapper: Any = timed_async
+    else:
+
+        def timed_sync(*args: Any, **kwargs: Any) -> Any:
+            mark(f"agent: {label} ...")
+            try:
+                return original(*args, **kwargs)
+            finally:
+                mark(f"agent: ... {label} done")
+
+        wrapper = timed_sync
+    setattr(owner, name, wrapper)
+    return lambda: setattr(owner, name, original)
+
+
 @contextmanager
 def agent_marks(mark: Callable[..., None]) -> Iterator[None]:
-    """Mark, in this process (where the agent runs), the hand-over of a job to a runner process."""
+    """Mark, in this process (where the agent runs), the hand-over of a job to a runner process and
+    the agent's own work that sends no HTTP request through httpx: Helm (Go), the chart's rendering,
+    the claims it gets."""
+    from styrmin_backend.agent import reconciliation, server_api
     from styrmin_backend.agent.prefect import _pool, runner
+    from styrmin_backend.cluster import helm as agent_helm
 
     original_send = _pool.RunnerProcess.send_job
-    original_run = runner.ActionRunner.run_action
+    original_claim = server_api.ServerApi.claim
 
     def send_job(self: Any, job: dict[str, Any]) -> None:
         mark("agent: job sent to the pre-started process")
         original_send(self, job)
 
-    async def run_action(self: Any, *args: Any, **kwargs: Any) -> Any:
-        mark("agent: run_action called")
-        try:
-            return await original_run(self, *args, **kwargs)
-        finally:
-            mark("agent: run_action returned the outcome")
+    async def claim(self: Any, *args: Any, **kwargs: Any) -> Any:
+        claimed = await original_claim(self, *args, **kwargs)
+        if claimed is not None:
+            mark(f"agent: claimed task {claimed.task_id} ({claimed.change_type})")
+        return claimed
 
     _pool.RunnerProcess.send_job = send_job  # type: ignore[method-assign]
-    runner.ActionRunner.run_action = run_action  # type: ignore[method-assign]
+    server_api.ServerApi.claim = claim  # type: ignore[method-assign]
+    undo = [
+        _timed(runner.ActionRunner, "run_action", "run_action", mark),
+        _timed(reconciliation, "prepare_install_chart", "render the chart", mark),
+        _timed(reconciliation, "_keep_stopped_components_at_zero", "stopped components at 0", mark),
+        _timed(agent_helm.HelmReleases, "apply", "helm: apply (lock, thread, ...)", mark),
+        _timed(helm.Config, "__init__", "helm: new Config", mark),
+        _timed(helm.Config, "status", "helm: status", mark),
+        _timed(helm.Config, "close", "helm: close Config", mark),
+        _timed(helm.Config, "upgrade", "helm: upgrade --wait", mark),
+        _timed(reconciliation.ClusterAccess, "wait_scaled", "wait for the replicas", mark),
+        _timed(reconciliation.PrefectWatch, "check", "Prefect health check", mark),
+    ]
     try:
         yield
     finally:
         _pool.RunnerProcess.send_job = original_send  # type: ignore[method-assign]
-        runner.ActionRunner.run_action = original_run  # type: ignore[method-assign]
+        server_api.ServerApi.claim = original_claim  # type: ignore[method-assign]
+        for step in undo:
+            step()
 
 
 def _stamp(value: datetime | None) -> float | None:
