@@ -433,7 +433,7 @@ def _keep_stopped_components_at_zero(
     """Record each component's configured replicas, and keep stopped components at zero replicas."""
     workloads = {(c.workload.kind, c.workload.resolved_name(release)): c.name for c in spec.spec.components}
     for path in sorted((chart_dir / "rendered").glob("*.yaml")):
-        manifest = yaml.load(path.read_text(), Loader=_YamlLoader)
+        manifest = yaml.load(path.read_text(), Loader=_YamlLoader)  # noqa: S506 (a safe loader)
         if not isinstance(manifest, dict):
             continue
         key = (manifest.get("kind"), (manifest.get("metadata") or {}).get("name"))

@@ -63,7 +63,7 @@ class HelmReleases:
             config.close()
 
     @staticmethod
-    def _status(config: helm.Config, release: str) -> helm.Release | None:
+    def _status(config: helm.Config, release: str) -> dict[str, Any] | None:
         """The release's status, or None when there is no such release (one call: ~20 ms)."""
         try:
             return config.status(release)
@@ -72,7 +72,7 @@ class HelmReleases:
 
     @staticmethod
     def _recover_pending(
-        config: helm.Config, release: str, current: helm.Release | None, timeout: int
+        config: helm.Config, release: str, current: dict[str, Any] | None, timeout: int
     ) -> tuple[str | None, bool]:
         """Undo an operation on the release that never finished, so that Helm accepts the next one.
 

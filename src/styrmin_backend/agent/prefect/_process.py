@@ -83,12 +83,12 @@ def _warm_up() -> None:
     warm.serialize_parameters(warm.validate_parameters({"context": None}))
     _memoize_parameter_schemas()
     # The signatures actions have (the seed's among them): their flows' schemas are then ready.
-    for annotations in ({"context": GlobalContext}, {"context": GlobalContext, "target_version": str}):
-        _warm.__annotations__ = {**annotations, "return": None}
+    for parameters in ({"context": GlobalContext}, {"context": GlobalContext, "target_version": str}):
+        _warm.__annotations__ = {**parameters, "return": None}
         _warm.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
             [
                 inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation)
-                for name, annotation in annotations.items()
+                for name, annotation in parameters.items()
             ]
         )
         flow(_warm)
@@ -154,9 +154,9 @@ def _load_the_primitives_backend() -> None:
     the backend over the Styrmin SDK and lightkube, the SDK's client and models, the workload and Job
     resources, and the event-loop backend of the HTTP library's first request."""
     import anyio._backends._asyncio  # noqa: F401
-    import styrmin._async_client  # noqa: F401
-    import styrmin.models  # noqa: F401
 
+    import styrmin._async_client
+    import styrmin.models  # noqa: F401
     import styrmin_backend.actions._real  # noqa: F401
 
 
