@@ -15,10 +15,12 @@ It prints each round, the medians and the ratio beside its target (<= 2x), then:
 after the stack is ready (<= 3x Helm), an upgrade while another deployment's upgrade runs, and one
 empty action (an upgrade whose only hook step runs an action that does nothing; <= 0.5 s).
 
-``--profile`` prints, instead, the timeline of one upgrade: every HTTP request the agent and the
-action's process send (to Styrmin, Prefect and the cluster), the hand-over of the job to the
-pre-started process, the reading of ``actions.py``, the Styrmin task's and step's recorded times, the
-tasks the primitives start, and the flow run's states, each with the gap since the mark before.
+``--profile`` prints, instead, the timelines of two upgrades (the first after the stack is ready, and
+a later one): every HTTP request the agent and the action's process send (to Styrmin, Prefect and the
+cluster), the claims, the hand-over of the job to the pre-started process, the reading of
+``actions.py``, the agent's work that sends no HTTP request of its own (rendering the chart, each Helm
+call, the Prefect health check, the wait for replicas), the Styrmin task's and step's recorded times,
+the tasks the primitives start, and the flow run's states, each with the gap since the mark before.
 
     uv run python bench/vs_helm.py [--rounds 10] [--profile]
 """
@@ -211,15 +213,18 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         print(f"stack ready in {time.perf_counter() - T0:.1f} s", flush=True)
         stack.client.drivers.push(EXAMPLE)
         deploy(stack, "shop")
-        first, _ = styrmin_upgrade(stack, "shop", "1.1.0")
-        print(f"first upgrade after the stack is ready: {first:.2f} s", flush=True)
+        if args.profile:
+            profile(stack, "1.1.0", "the first upgrade after the stack is ready")
+        else:
+            first, _ = styrmin_upgrade(stack, "shop", "1.1.0")
+            print(f"first upgrade after the stack is ready: {first:.2f} s", flush=True)
         helm_shop = HelmShop(stack.cluster.kubeconfig_path, tmp)
         helm_shop.install("1.0.0")
         helm_first = helm_shop.upgrade("1.1.0")
         print(f"first Helm upgrade: {helm_first:.2f} s", flush=True)
         if args.profile:
             time.sleep(5)  # the pool refills
-            profile(stack, "1.2.0", tmp)
+            profile(stack, "1.2.0", "a later upgrade")
             return
         deploy(stack, "other")
         stack.client.drivers.push(empty_action_driver(tmp, "100.0.0", with_action=False))
@@ -355,7 +360,7 @@ def _stamp(value: datetime | None) -> float | None:
     return value.timestamp() if value is not None else None
 
 
-def profile(stack: StyrminStack, version: str, tmp: Path) -> None:
+def profile(stack: StyrminStack, version: str, which: str) -> None:
     marks_file = Path(os.environ["VS_HELM_TIMELINE"])
     sys.path.insert(0, str(TIMELINE_DIR))
     import sitecustomize  # the tracer, here only for its mark() and HTTP wrappers
@@ -402,9 +407,7 @@ def profile(stack: StyrminStack, version: str, tmp: Path) -> None:
             events.extend(asyncio.run(_flow_run_states(stack.prefect_api_url, step.flow_run_id)))
     events.append((ended, "bench: saw the task ended"))
     events.sort()
-    print(
-        f"\ntimeline of one upgrade ({seconds:.2f} s, request to task end); gap = time since the line before"
-    )
+    print(f"\ntimeline of {which} ({seconds:.2f} s, request to task end); gap = time since the line before")
     previous = requested
     for t, what in events:
         print(f"{t - requested:7.3f} s  +{t - previous:6.3f}  {what}")
@@ -442,7 +445,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--profile", action="store_true", help="print the timeline of one upgrade instead")
+    parser.add_argument("--profile", action="store_true", help="print the timelines of two upgrades instead")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="styrmin-bench-helm-"))
     if args.profile:

@@ -82,6 +82,7 @@ def _warm_up() -> None:
     warm = flow(_warm)
     warm.serialize_parameters(warm.validate_parameters({"context": None}))
     _memoize_parameter_schemas()
+    _read_the_default_result_storage_once()
     # The signatures actions have (the seed's among them): their flows' schemas are then ready.
     for parameters in ({"context": GlobalContext}, {"context": GlobalContext, "target_version": str}):
         _warm.__annotations__ = {**parameters, "return": None}
@@ -127,6 +128,35 @@ def _memoize_parameter_schemas() -> None:
         return schema.model_copy(deep=True)
 
     prefect.flows.parameter_schema = parameter_schema  # type: ignore[attr-defined]
+
+
+def _read_the_default_result_storage_once() -> None:
+    """Make the flow run read the Prefect server's default result storage once, not twice.
+
+    Prefect's engine asks the server for it while starting a flow run, once to decide whether
+    results persist (async) and once for the result store (sync): two calls in a row, with the same
+    answer. This process runs one flow run, so the first answer holds for the rest of it.
+    """
+    import prefect.results
+
+    answers: list[Any] = []
+    names = ("_aread_server_default_result_storage_block_id", "_read_server_default_result_storage_block_id")
+    read_async, read_sync = (getattr(prefect.results, name, None) for name in names)
+    if read_async is None or read_sync is None:  # another Prefect version: it reads as it does
+        return
+
+    async def first_answer_async() -> Any:
+        if not answers:
+            answers.append(await read_async())
+        return answers[0]
+
+    def first_answer_sync() -> Any:
+        if not answers:
+            answers.append(read_sync())
+        return answers[0]
+
+    setattr(prefect.results, names[0], first_answer_async)
+    setattr(prefect.results, names[1], first_answer_sync)
 
 
 def _make_a_cluster_client() -> None:
