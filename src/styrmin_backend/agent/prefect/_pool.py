@@ -21,12 +21,9 @@ from styrmin_backend.agent.prefect import _protocol
 logger = logging.getLogger(__name__)
 
 _REFILL_DELAY_SECONDS = 1.0
-"""How long after the last action started (or ended) a replacement starts, while others are still
-ready: hook steps that follow each other quickly (pre, core, post) then do not share the CPU with a
-process that imports Prefect."""
-_SPARE_WHILE_BUSY = 2
-"""While actions run, replacements wait for them to end as long as this many processes are ready:
-starting one takes seconds of CPU, which the running actions (and the tasks they start) would lose."""
+"""How long after the last action started a replacement starts, while others are still ready: hook
+steps that follow each other quickly (pre, core, post) then do not share the CPU with a process that
+imports Prefect."""
 
 
 class RunnerProcessError(Exception):
@@ -125,10 +122,9 @@ class RunnerProcess:
 class RunnerPool:
     """Keeps ``size`` runner processes started and ready; hands each out once.
 
-    Processes start one at a time, and a little after the last action started, or, while actions run
-    and enough processes are ready, a little after the last one ended: starting one is CPU-heavy
-    (imports), and would slow the actions running meanwhile. A request that finds no ready process
-    waits for the next one. Whoever takes a process calls :meth:`release` once its action ended.
+    Processes start one at a time, and a little after the last action started: starting one is
+    CPU-heavy (imports), and would slow the actions running meanwhile. A request that finds no ready
+    process waits for the next one.
     """
 
     def __init__(self, size: int, env: Mapping[str, str], python: str = sys.executable) -> None:
@@ -137,8 +133,6 @@ class RunnerPool:
         self._python = python
         self._ready: asyncio.Queue[RunnerProcess | RunnerProcessError] = asyncio.Queue()
         self._waiting = 0
-        self._busy = 0
-        """Processes taken whose action has not ended (see :meth:`release`)."""
         self._full = asyncio.Event()
         self._starting: asyncio.Task[None] | None = None
         self._delayed_fill: asyncio.TimerHandle | None = None
@@ -188,33 +182,18 @@ class RunnerPool:
                 if isinstance(process, RunnerProcessError):
                     raise process
                 if process.alive:
-                    self._busy += 1
                     return process
         finally:
             self._waiting -= 1
             self._fill_soon()
 
-    def release(self) -> None:
-        """The action of a process :meth:`take` gave has ended: replacements may start again."""
-        self._busy = max(0, self._busy - 1)
-        self._fill_soon()
-
     def _fill_soon(self) -> None:
         if self._delayed_fill is not None:
             self._delayed_fill.cancel()
-            self._delayed_fill = None
         if self._waiting or self._ready.empty():
             self.fill()
         else:
-            self._delayed_fill = asyncio.get_running_loop().call_later(
-                _REFILL_DELAY_SECONDS, self._fill_unless_busy
-            )
-
-    def _fill_unless_busy(self) -> None:
-        self._delayed_fill = None
-        if self._busy and self._ready.qsize() >= _SPARE_WHILE_BUSY:
-            return  # the end of the running actions (release) schedules it
-        self.fill()
+            self._delayed_fill = asyncio.get_running_loop().call_later(_REFILL_DELAY_SECONDS, self.fill)
 
     async def replace_ready(self) -> None:
         """Stop the ready processes and start new ones (after the Prefect server came back)."""

@@ -329,38 +329,6 @@ class ActionRunner:
                 flow_run_id=None,
                 duration=time.monotonic() - started,
             )
-        try:
-            return await self._run_on(
-                process,
-                driver_dir,
-                location,
-                parameters,
-                env,
-                timeout,
-                secrets,
-                started,
-                flow_run_name=flow_run_name,
-                tags=tags,
-                on_flow_run=on_flow_run,
-            )
-        finally:
-            self._pool.release()
-
-    async def _run_on(
-        self,
-        process: RunnerProcess,
-        driver_dir: Path,
-        location: str,
-        parameters: Mapping[str, Any],
-        env: Mapping[str, str],
-        timeout: float,
-        secrets: set[str],
-        started: float,
-        *,
-        flow_run_name: str | None,
-        tags: Iterable[str],
-        on_flow_run: FlowRunStarted | None,
-    ) -> ActionOutcome:
         run = _ActionRun(process, self._client, location, on_flow_run, secrets)
         process.send_job(
             {
