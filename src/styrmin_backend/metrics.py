@@ -65,6 +65,11 @@ RUNNER_POOL_SIZE = Gauge(
     "Pre-started action processes the agent keeps.",
     registry=AGENT_REGISTRY,
 )
+RUNNER_PROCESSES_READY = Gauge(
+    "styrmin_agent_runner_processes_ready",
+    "Pre-started action processes ready now: at 0, the next action waits for one to start.",
+    registry=AGENT_REGISTRY,
+)
 AGENT_CLAIM_SECONDS = Histogram(
     "styrmin_agent_claim_duration_seconds",
     "Time one claim call took, long poll included.",

@@ -61,7 +61,11 @@ def test_stopped_agent_ends_a_task_over_its_grace_period_failed(stack: Stack, tm
             assert time.monotonic() < deadline, "the action did not start"
             time.sleep(0.2)
         assert _metric(port, "styrmin_agent_tasks_running") == 1.0
-        assert _metric(port, "styrmin_agent_runner_pool_size") is not None
+        pool_size = _metric(port, "styrmin_agent_runner_pool_size")
+        assert pool_size is not None
+        # The process running the action left the pool; the others wait, ready, for the next actions.
+        ready = _metric(port, "styrmin_agent_runner_processes_ready")
+        assert ready is not None and 0 <= ready < pool_size, (ready, pool_size)
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(120) == 0
         second = stack.http.post("/api/v1/deployments", json={**body, "name": "after", "namespace": "after"})

@@ -146,6 +146,7 @@ class Agent:
             warming.cancel()
         finally:
             await runner.close()
+            await prefect.close()
             await cluster.close()
             await api.close()
 

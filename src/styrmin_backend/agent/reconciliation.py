@@ -33,7 +33,7 @@ from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.secrets import conceal_configuration
 from styrmin_backend.domain.tasks import TaskType
-from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec, prepare_install_chart
+from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec, InstallChart, prepare_install_chart
 from styrmin_backend.protocol import (
     AppliedVersions,
     Claim,
@@ -341,20 +341,25 @@ class Reconciliation:
         package = await self.parts.drivers.get(self.deployment.driver, self.target.driver_version)
         driver_dir = await self._driver_dir()
         with tempfile.TemporaryDirectory(prefix="styrmin-chart-") as scratch:
-            chart = await asyncio.to_thread(
-                prepare_install_chart,
-                driver_dir,
-                package.spec,
-                self.name,
-                self.namespace,
-                self.target.app_version,
-                self.target.configuration,
-                Path(scratch) / "chart",
-                is_upgrade=self.claim.change.type is not TaskType.CREATE,
-            )
-            _keep_stopped_components_at_zero(
-                chart.path, package.spec, self.name, self.target.stopped_components
-            )
+
+            def prepare() -> InstallChart:
+                # In a thread: rendering and the YAML round trips would hold up the agent's other tasks.
+                chart = prepare_install_chart(
+                    driver_dir,
+                    package.spec,
+                    self.name,
+                    self.namespace,
+                    self.target.app_version,
+                    self.target.configuration,
+                    Path(scratch) / "chart",
+                    is_upgrade=self.claim.change.type is not TaskType.CREATE,
+                )
+                _keep_stopped_components_at_zero(
+                    chart.path, package.spec, self.name, self.target.stopped_components
+                )
+                return chart
+
+            chart = await asyncio.to_thread(prepare)
             recovered = await self.parts.helm.apply(
                 chart.path, chart.values, self.name, self.namespace, CHART_TIMEOUT_SECONDS
             )
@@ -416,6 +421,10 @@ class Reconciliation:
         return int(annotations.get(REPLICAS_ANNOTATION, "1"))
 
 
+_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YamlDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's safe loader and dumper when PyYAML has them (several times faster), else the pure ones."""
+
 REPLICAS_ANNOTATION = "styrmin.io/configured-replicas"
 """Set by the agent on each component workload: its replicas as the chart renders them."""
 
@@ -426,7 +435,7 @@ def _keep_stopped_components_at_zero(
     """Record each component's configured replicas, and keep stopped components at zero replicas."""
     workloads = {(c.workload.kind, c.workload.resolved_name(release)): c.name for c in spec.spec.components}
     for path in sorted((chart_dir / "rendered").glob("*.yaml")):
-        manifest = yaml.safe_load(path.read_text())
+        manifest = yaml.load(path.read_text(), Loader=_YamlLoader)  # noqa: S506 (a safe loader)
         if not isinstance(manifest, dict):
             continue
         key = (manifest.get("kind"), (manifest.get("metadata") or {}).get("name"))
@@ -439,4 +448,4 @@ def _keep_stopped_components_at_zero(
         annotations[REPLICAS_ANNOTATION] = str(configured)
         if component in stopped:
             body["replicas"] = 0
-        path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+        path.write_text(yaml.dump(manifest, Dumper=_YamlDumper, sort_keys=False))

@@ -43,8 +43,9 @@ class HelmReleases:
     ) -> str | None:
         config = self._config(namespace)
         try:
-            recovered = self._recover_pending(config, release, timeout)
-            exists = self._exists(config, release)
+            # One status read serves both questions below (each read is ~20 ms of the task).
+            current = self._status(config, release)
+            recovered, exists = self._recover_pending(config, release, current, timeout)
             if exists:
                 config.upgrade(chart, release, values, namespace=namespace, timeout=timeout, wait="watcher")
             else:
@@ -62,21 +63,31 @@ class HelmReleases:
             config.close()
 
     @staticmethod
-    def _recover_pending(config: helm.Config, release: str, timeout: int) -> str | None:
+    def _status(config: helm.Config, release: str) -> dict[str, Any] | None:
+        """The release's status, or None when there is no such release (one call: ~20 ms)."""
+        try:
+            return config.status(release)
+        except helm.HelmNotFoundError:
+            return None
+
+    @staticmethod
+    def _recover_pending(
+        config: helm.Config, release: str, current: dict[str, Any] | None, timeout: int
+    ) -> tuple[str | None, bool]:
         """Undo an operation on the release that never finished, so that Helm accepts the next one.
 
         Helm refuses every write while a release is pending ("another operation is in progress"). A
         deployment's changes run one at a time and each agent writes a release under a lock, so a
         pending release is one whose agent stopped during the write: roll it back to its last
         deployed revision, or uninstall a release that never got deployed.
+
+        Returns what was done (None when nothing), and whether the release exists afterwards.
         """
-        try:
-            current = config.status(release)
-        except helm.HelmNotFoundError:
-            return None
+        if current is None:
+            return None, False
         status = str(current.get("status", ""))
         if not status.startswith("pending"):
-            return None
+            return None, True
         revision = current.get("revision")
         deployed = [r for r in config.history(release) if r.get("status") in ("deployed", "superseded")]
         if deployed:
@@ -85,20 +96,16 @@ class HelmReleases:
             return (
                 f"Release {release} was left {status} at revision {revision} by a write that never "
                 f"finished (its agent stopped); rolled back to revision {target} first."
-            )
+            ), True
         config.uninstall(release, timeout=timeout, wait="watcher")
         return (
             f"Release {release} was left {status} at revision {revision} by a write that never finished "
             "(its agent stopped) and was never deployed; uninstalled it first."
-        )
+        ), False
 
-    @staticmethod
-    def _exists(config: helm.Config, release: str) -> bool:
-        try:
-            config.status(release)
-        except helm.HelmNotFoundError:
-            return False
-        return True
+    @classmethod
+    def _exists(cls, config: helm.Config, release: str) -> bool:
+        return cls._status(config, release) is not None
 
     async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
         """Uninstall the release and wait for its resources to go; False when there was none."""

@@ -85,6 +85,8 @@ class ClusterAccess:
             connection = ClusterConnection(kubeconfig=connection)
         self.connection = connection
         self._client = AsyncClient(connection.lightkube_config(), field_manager=FIELD_MANAGER)
+        self._namespaces: set[str] = set()
+        """Namespaces this client made sure of: each change of a deployment need not ask again."""
 
     async def close(self) -> None:
         """Close the client's connections."""
@@ -96,7 +98,10 @@ class ClusterAccess:
         await self._client.apply(crd, force=True)  # type: ignore[call-overload]
 
     async def ensure_namespace(self, namespace: str) -> None:
-        """Create ``namespace`` unless it exists."""
+        """Create ``namespace`` unless it exists (asked once per namespace; a write into a namespace
+        deleted since then makes it again: see :meth:`write_styrmin_deployment`)."""
+        if namespace in self._namespaces:
+            return
         try:
             await self._client.create(Namespace(metadata=ObjectMeta(name=namespace)))
         except ApiError as error:
@@ -104,6 +109,7 @@ class ClusterAccess:
                 raise ClusterError(
                     f"Could not create namespace {namespace}: {error.status.message}"
                 ) from error
+        self._namespaces.add(namespace)
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, str]:
         """The decoded data of Secret ``namespace/name``; raises ClusterError naming it when unreadable."""
@@ -167,6 +173,11 @@ class ClusterAccess:
                     await self._client.replace(body)
                 return None
             except ApiError as error:
+                if error.status.code == 404 and current is None and namespace in self._namespaces:
+                    # Its namespace may have been deleted since this client made sure of it: once more.
+                    self._namespaces.discard(namespace)
+                    await self.ensure_namespace(namespace)
+                    continue
                 if error.status.code != 409:  # someone else wrote it in between: read and decide again
                     raise
         raise ClusterError(f"StyrminDeployment {namespace}/{name} kept changing under the agent; try again.")

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from styrmin_backend.agent.prefect import _protocol
+from styrmin_backend.metrics import RUNNER_PROCESSES_READY
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +159,7 @@ class RunnerPool:
                         logger.warning("%s It is started again when an action needs it.", exc)
                     return
                 self._ready.put_nowait(process)
+                RUNNER_PROCESSES_READY.inc()
         finally:
             self._full.set()
 
@@ -181,6 +183,7 @@ class RunnerPool:
                 self._full.clear()
                 if isinstance(process, RunnerProcessError):
                     raise process
+                RUNNER_PROCESSES_READY.dec()
                 if process.alive:
                     return process
         finally:
@@ -200,6 +203,7 @@ class RunnerPool:
         while not self._ready.empty():
             process = self._ready.get_nowait()
             if isinstance(process, RunnerProcess):
+                RUNNER_PROCESSES_READY.dec()
                 await process.close()
         self._full.clear()
         self.fill()
@@ -216,4 +220,5 @@ class RunnerPool:
         while not self._ready.empty():
             process = self._ready.get_nowait()
             if isinstance(process, RunnerProcess):
+                RUNNER_PROCESSES_READY.dec()
                 await process.close()

@@ -71,6 +71,7 @@ def _warm_up() -> None:
     import rich._emoji_codes  # noqa: F401
 
     _make_a_cluster_client()
+    _load_the_primitives_backend()
 
     def _warm(context: Any = None) -> None:
         """Never run: only its parameters are validated and serialised, to build pydantic's schemas."""
@@ -80,6 +81,82 @@ def _warm_up() -> None:
     _warm.__annotations__ = {"context": GlobalContext | None, "return": None}
     warm = flow(_warm)
     warm.serialize_parameters(warm.validate_parameters({"context": None}))
+    _memoize_parameter_schemas()
+    _read_the_default_result_storage_once()
+    # The signatures actions have (the seed's among them): their flows' schemas are then ready.
+    for parameters in ({"context": GlobalContext}, {"context": GlobalContext, "target_version": str}):
+        _warm.__annotations__ = {**parameters, "return": None}
+        _warm.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [
+                inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation)
+                for name, annotation in parameters.items()
+            ]
+        )
+        flow(_warm)
+
+
+def _memoize_parameter_schemas() -> None:
+    """Make Prefect compute each flow parameters' JSON schema once per signature in this process.
+
+    Prefect computes it for every ``@flow`` as the driver's module is imported (the schema of a
+    ``GlobalContext`` parameter takes ~25 ms, more on a busy machine), although a flow run never uses
+    it; an ``actions.py`` holds several flows with the same parameters. Done once for the usual
+    signatures before the job arrives, the action's module imports without it. The schema depends
+    only on the parameters (name, kind, default, annotation) and their docstrings: the key.
+    """
+    import prefect.flows
+    from prefect.utilities.callables import generate_parameter_schema, parameter_docstrings
+
+    schemas: dict[Any, Any] = {}
+
+    def parameter_schema(fn: Any) -> Any:
+        try:
+            signature = inspect.signature(fn, eval_str=True)
+        except (NameError, TypeError):
+            signature = inspect.signature(fn)
+        docstrings = parameter_docstrings(inspect.getdoc(fn))
+        key = (
+            tuple((p.name, p.kind, repr(p.default), p.annotation) for p in signature.parameters.values()),
+            tuple(sorted(docstrings.items())),
+        )
+        try:
+            schema = schemas.get(key)
+        except TypeError:  # an annotation that cannot be a key
+            return generate_parameter_schema(signature, docstrings)
+        if schema is None:
+            schema = schemas[key] = generate_parameter_schema(signature, docstrings)
+        return schema.model_copy(deep=True)
+
+    prefect.flows.parameter_schema = parameter_schema  # type: ignore[attr-defined]
+
+
+def _read_the_default_result_storage_once() -> None:
+    """Make the flow run read the Prefect server's default result storage once, not twice.
+
+    Prefect's engine asks the server for it while starting a flow run, once to decide whether
+    results persist (async) and once for the result store (sync): two calls in a row, with the same
+    answer. This process runs one flow run, so the first answer holds for the rest of it.
+    """
+    import prefect.results
+
+    answers: list[Any] = []
+    names = ("_aread_server_default_result_storage_block_id", "_read_server_default_result_storage_block_id")
+    read_async, read_sync = (getattr(prefect.results, name, None) for name in names)
+    if read_async is None or read_sync is None:  # another Prefect version: it reads as it does
+        return
+
+    async def first_answer_async() -> Any:
+        if not answers:
+            answers.append(await read_async())
+        return answers[0]
+
+    def first_answer_sync() -> Any:
+        if not answers:
+            answers.append(read_sync())
+        return answers[0]
+
+    setattr(prefect.results, names[0], first_answer_async)
+    setattr(prefect.results, names[1], first_answer_sync)
 
 
 def _make_a_cluster_client() -> None:
@@ -100,6 +177,17 @@ def _make_a_cluster_client() -> None:
     for module in ("trio", "socksio"):  # loaded by the first request otherwise, when installed
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
+
+
+def _load_the_primitives_backend() -> None:
+    """Import what the first primitive an action calls loads otherwise (about 0.2 s on a busy machine):
+    the backend over the Styrmin SDK and lightkube, the SDK's client and models, the workload and Job
+    resources, and the event-loop backend of the HTTP library's first request."""
+    import anyio._backends._asyncio  # noqa: F401
+
+    import styrmin._async_client
+    import styrmin.models  # noqa: F401
+    import styrmin_backend.actions._real  # noqa: F401
 
 
 def _accepted(function: Any, parameters: dict[str, Any]) -> dict[str, Any]:

@@ -32,17 +32,27 @@ def prefect_unreachable_error(api_url: str, cause: str) -> str:
 
 
 async def prefect_down_reason(
-    api_url: str, timeout: float = HEALTH_TIMEOUT_SECONDS, *, slow_is_down: bool = False
+    api_url: str,
+    timeout: float = HEALTH_TIMEOUT_SECONDS,
+    *,
+    slow_is_down: bool = False,
+    client: httpx.AsyncClient | None = None,
 ) -> str | None:
     """Why the Prefect server at ``api_url`` cannot be used now; None when it answers.
 
     A server that takes the connection but is slow to answer is busy, not away: on a loaded machine
     its health check can take seconds, and stopping actions then would do harm. After an outage
     (``slow_is_down``) only a real answer counts as back: a server still starting is slow too.
+
+    ``client``: an open client to send the check with (kept by a caller that checks often: a new
+    client loads the CA bundle, tens of milliseconds of the event loop's time); default: a new one.
     """
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
-            response = await client.get(f"{api_url.rstrip('/')}/health")
+        if client is None:
+            async with httpx.AsyncClient(timeout=timeout) as own:
+                response = await own.get(f"{api_url.rstrip('/')}/health")
+        else:
+            response = await client.get(f"{api_url.rstrip('/')}/health", timeout=timeout)
     except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as error:
         return f"its health check did not answer in time ({type(error).__name__})" if slow_is_down else None
     except httpx.HTTPError as error:
@@ -82,6 +92,14 @@ class PrefectWatch:
         """Why the Prefect server is away; None while it is up."""
         self.away = asyncio.Event()
         """Set while the Prefect server is away: running actions stop, waiting on it."""
+        self._client: httpx.AsyncClient | None = None
+        """Kept for every check (the agent checks before each claim); made on the first."""
+
+    async def close(self) -> None:
+        """Close the connection the checks use."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
     @property
     def error(self) -> str | None:
@@ -93,7 +111,11 @@ class PrefectWatch:
 
         It counts as away (``reason``, ``away``) once it has not answered for ``outage_seconds``.
         """
-        reason = await prefect_down_reason(self.api_url, slow_is_down=self.reason is not None)
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=HEALTH_TIMEOUT_SECONDS)
+        reason = await prefect_down_reason(
+            self.api_url, slow_is_down=self.reason is not None, client=self._client
+        )
         now = time.monotonic()
         if reason is None:
             if self.reason is not None:

@@ -1,0 +1,75 @@
+"""A runner process prepares ahead what a flow run would compute while the action starts; what the
+flows get must not change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ACTIONS = '''
+from prefect import flow
+
+from styrmin_backend.actions import GlobalContext
+
+
+@flow
+async def upgrade(context: GlobalContext, target_version: str) -> None:
+    pass
+
+
+@flow
+async def post_setup(context: GlobalContext) -> None:
+    pass
+
+
+@flow
+async def with_defaults(context: GlobalContext, retries: int = 1, strict: bool = True) -> None:
+    """Does a thing.
+
+    Args:
+        retries: how many times to try.
+    """
+
+
+@flow
+async def same_names_other_defaults(context: GlobalContext, retries: int = 2, strict: bool = 1) -> None:
+    """Does a thing.
+
+    Args:
+        retries: how many times to try.
+    """
+'''
+
+CHECK = """
+import sys
+from pathlib import Path
+
+from prefect.utilities.callables import parameter_schema
+
+from styrmin_backend.agent.prefect._process import _warm_up
+from styrmin_backend.drivers.loading import load_action_flow
+
+_warm_up()
+driver = Path(sys.argv[1])
+for name in ("upgrade", "post_setup", "with_defaults", "same_names_other_defaults"):
+    action = load_action_flow(driver, f"actions.py::{name}")
+    expected = parameter_schema(action.fn)
+    assert action.parameters == expected, (name, action.parameters, expected)
+    assert action.parameters is not load_action_flow(driver, f"actions.py::{name}").parameters
+print("same schemas")
+"""
+
+
+def test_flows_loaded_in_a_runner_process_get_the_parameter_schemas_prefect_computes(tmp_path: Path) -> None:
+    (tmp_path / "actions.py").write_text(textwrap.dedent(ACTIONS))
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK, str(tmp_path)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "same schemas" in done.stdout
