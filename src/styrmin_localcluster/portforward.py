@@ -337,7 +337,9 @@ class PortForwarder:
                 raise errors.unauthorized()
         match = _PATH.match(request.path)
         if match is None:
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({request.path})")
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({request.path})"
+            )
         offered = [p.strip() for p in request.headers.get("x-stream-protocol-version", "").split(",")]
         if PROTOCOL not in offered:
             raise ApiError(400, "BadRequest", f"port forwarding needs stream protocol {PROTOCOL}")
@@ -348,7 +350,9 @@ class PortForwarder:
         phase = pod.get("status", {}).get("phase", "Pending")
         if phase != "Running":
             raise ApiError(
-                400, "BadRequest", f"unable to forward port because pod is not running. Current status={phase}"
+                400,
+                "BadRequest",
+                f"unable to forward port because pod is not running. Current status={phase}",
             )
         return f"{namespace}/{name}", pod["metadata"].get("uid", "")
 

@@ -40,16 +40,16 @@ MAX_CONTROL_FRAME = 64 * 1024
 MAX_DATA_FRAME = 1024 * 1024
 MAX_HEADER_BLOCK = 64 * 1024
 
+# The dictionary's words (separated by |), each stored with a 4-byte length before it, then a tail stored as it is.
 _DICTIONARY_WORDS = (
-    "options", "head", "post", "put", "delete", "trace", "accept", "accept-charset", "accept-encoding",
-    "accept-language", "accept-ranges", "age", "allow", "authorization", "cache-control", "connection",
-    "content-base", "content-encoding", "content-language", "content-length", "content-location",
-    "content-md5", "content-range", "content-type", "date", "etag", "expect", "expires", "from", "host",
-    "if-match", "if-modified-since", "if-none-match", "if-range", "if-unmodified-since", "last-modified",
-    "location", "max-forwards", "pragma", "proxy-authenticate", "proxy-authorization", "range", "referer",
-    "retry-after", "server", "te", "trailer", "transfer-encoding", "upgrade", "user-agent", "vary", "via",
-    "warning", "www-authenticate", "method", "get", "status", "200 OK", "version", "HTTP/1.1", "url",
-    "public", "set-cookie", "keep-alive", "origin",
+    "options|head|post|put|delete|trace|accept|accept-charset|accept-encoding|accept-language|"
+    "accept-ranges|age|allow|authorization|cache-control|connection|content-base|content-encoding|"
+    "content-language|content-length|content-location|content-md5|content-range|content-type|date|"
+    "etag|expect|expires|from|host|if-match|if-modified-since|if-none-match|if-range|"
+    "if-unmodified-since|last-modified|location|max-forwards|pragma|proxy-authenticate|"
+    "proxy-authorization|range|referer|retry-after|server|te|trailer|transfer-encoding|upgrade|"
+    "user-agent|vary|via|warning|www-authenticate|method|get|status|200 OK|version|HTTP/1.1|url|"
+    "public|set-cookie|keep-alive|origin"
 )
 _DICTIONARY_TAIL = (
     "100101201202205206300302303304305306307402405406407408409410411412413414415416417502504505"
@@ -61,7 +61,7 @@ _DICTIONARY_TAIL = (
     "-8charset=iso-8859-1,utf-,*,enq=0."
 )
 DICTIONARY = (
-    b"".join(struct.pack(">I", len(word)) + word.encode() for word in _DICTIONARY_WORDS)
+    b"".join(struct.pack(">I", len(word)) + word.encode() for word in _DICTIONARY_WORDS.split("|"))
     + _DICTIONARY_TAIL.encode()
 )
 assert zlib.adler32(DICTIONARY) == 0xE3C6A7C2, "SPDY/3 header dictionary does not match the specification"
@@ -189,6 +189,11 @@ class FrameWriter:
             for part in (name.lower().encode(), value.encode()):
                 raw += [struct.pack(">I", len(part)), part]
         return self._deflate.compress(b"".join(raw)) + self._deflate.flush(zlib.Z_SYNC_FLUSH)
+
+    def syn_stream(self, stream_id: int, headers: dict[str, str], fin: bool = False) -> bytes:
+        """Opens a stream (what a client sends; the server side here only answers streams)."""
+        payload = struct.pack(">IIH", stream_id, 0, 0) + self._header_block(headers)
+        return self._control(SYN_STREAM, FLAG_FIN if fin else 0, payload)
 
     def syn_reply(self, stream_id: int, headers: dict[str, str] | None = None, fin: bool = False) -> bytes:
         block = self._header_block(headers or {})

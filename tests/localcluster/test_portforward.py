@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import queue
 import re
 import shutil
 import socket
+import ssl
+import struct
 import subprocess
 import threading
 import urllib.error
@@ -16,8 +19,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from styrmin_localcluster import LocalCluster
+from styrmin_localcluster import LocalCluster, portforward, spdy
 
 from .conftest import wait_for
 
@@ -74,8 +78,10 @@ class PortForward:
     def local_port(self) -> int:
         """Waits (generously) for kubectl's "Forwarding from 127.0.0.1:PORT" line."""
         found = wait_for(
-            lambda: re.search(r"Forwarding from 127\.0\.0\.1:(\d+)", self._drain())
-            or (self.process.poll() is not None and "exited"),
+            lambda: (
+                re.search(r"Forwarding from 127\.0\.0\.1:(\d+)", self._drain())
+                or (self.process.poll() is not None and "exited")
+            ),
             timeout=60,
             message="kubectl port-forward to start listening",
         )
@@ -87,7 +93,9 @@ class PortForward:
 
 
 @pytest.fixture
-def port_forward(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Callable[..., PortForward]]:
+def port_forward(
+    cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., PortForward]]:
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig_path), "HOME": str(tmp_path)}
     started: list[PortForward] = []
 
@@ -219,3 +227,103 @@ def test_port_forward_to_a_port_nobody_listens_on_reports_the_failure(
     again = port_forward("pod/lonely", f":{pod_port}")
     assert _get(again.local_port(), "/again") == "lonely says hello to /again\n"
 
+
+class SpdyClient:
+    """A bare SPDY/3.1 client on a TLS connection to the cluster, to see the server's limits and answers."""
+
+    def __init__(self, kubeconfig: Path, path: str, token: str | None = None) -> None:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        token = token if token is not None else config["users"][0]["user"]["token"]
+        context = ssl.create_default_context(
+            cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+        )
+        host, port = cluster["server"].removeprefix("https://").rsplit(":", 1)
+        self.sock = context.wrap_socket(
+            socket.create_connection((host, int(port)), timeout=30), server_hostname=host
+        )
+        self.sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+            "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: portforward.k8s.io\r\n"
+            "Content-Length: 0\r\n\r\n".encode()
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                break
+            head += chunk
+        self.head, _, rest = head.partition(b"\r\n\r\n")
+        self.body = rest
+        self.reader = spdy.FrameReader()
+        self.writer = spdy.FrameWriter()
+        self.frames: list[spdy.Frame] = (
+            self.reader.feed(rest) if self.head.startswith(b"HTTP/1.1 101") else []
+        )
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def next_frame(self) -> spdy.Frame | None:
+        """The next frame, or None once the server has closed the connection."""
+        while not self.frames:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.frames += self.reader.feed(chunk)
+        return self.frames.pop(0)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _pod_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}/portforward"
+
+
+def test_port_forward_upgrade_needs_the_token_and_a_running_pod(
+    cluster: LocalCluster, namespace: str, kubectl: Callable[..., str]
+) -> None:
+    refused = SpdyClient(cluster.kubeconfig_path, _pod_path(namespace, "nobody"), token="wrong")
+    assert refused.head.startswith(b"HTTP/1.1 401")
+    refused.close()
+    missing = SpdyClient(cluster.kubeconfig_path, _pod_path(namespace, "nobody"))
+    assert missing.head.startswith(b"HTTP/1.1 404")
+    assert json.loads(missing.body)["message"] == 'pods "nobody" not found'
+    missing.close()
+    pod_port = _free_port()
+    _start_http_pod(kubectl, "upgraded", pod_port)
+    accepted = SpdyClient(cluster.kubeconfig_path, _pod_path(namespace, "upgraded"))
+    assert accepted.head.startswith(b"HTTP/1.1 101")
+    assert b"x-stream-protocol-version: portforward.k8s.io" in accepted.head.lower()
+    # The server answers the client's pings, as the kubelet does.
+    accepted.send(accepted.writer.ping(7))
+    pong = accepted.next_frame()
+    assert isinstance(pong, spdy.ControlFrame) and pong.kind == spdy.PING and pong.value == 7
+    accepted.close()
+
+
+def test_port_forward_limits_streams_and_frame_sizes(
+    cluster: LocalCluster, namespace: str, kubectl: Callable[..., str]
+) -> None:
+    pod_port = _free_port()
+    _start_http_pod(kubectl, "limited", pod_port)
+    client = SpdyClient(cluster.kubeconfig_path, _pod_path(namespace, "limited"))
+    # Error streams whose data streams never come: each is answered, until the connection holds the most
+    # streams it allows; the next one is refused.
+    for index in range(portforward.MAX_STREAMS + 1):
+        headers = {"streamtype": "error", "port": str(pod_port), "requestid": str(index)}
+        client.send(client.writer.syn_stream(2 * index + 1, headers))
+    answers = [client.next_frame() for _ in range(portforward.MAX_STREAMS + 1)]
+    kinds = [frame.kind for frame in answers if isinstance(frame, spdy.ControlFrame)]
+    assert kinds == [spdy.SYN_REPLY] * portforward.MAX_STREAMS + [spdy.RST_STREAM]
+    last = answers[-1]
+    assert isinstance(last, spdy.ControlFrame) and last.value == spdy.REFUSED_STREAM
+    # A frame larger than the server accepts ends the connection with GOAWAY.
+    client.send(struct.pack(">II", 2 * portforward.MAX_STREAMS + 3, spdy.MAX_DATA_FRAME + 1))
+    goaway = client.next_frame()
+    assert isinstance(goaway, spdy.ControlFrame) and goaway.kind == spdy.GOAWAY
+    assert goaway.value == spdy.GOAWAY_PROTOCOL_ERROR
+    assert client.next_frame() is None
+    client.close()
+    assert "limited" in kubectl("get", "pods")
