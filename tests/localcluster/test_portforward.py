@@ -327,3 +327,36 @@ def test_port_forward_limits_streams_and_frame_sizes(
     assert client.next_frame() is None
     client.close()
     assert "limited" in kubectl("get", "pods")
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback")
+def test_port_forward_on_the_pods_own_port_like_the_seed(
+    kubectl: Callable[..., str], port_forward: Callable[..., PortForward]
+) -> None:
+    # The seed's `kubectl port-forward svc/prefect-server 4200:4200`: the pod's process already holds
+    # 127.0.0.1:4200 (pods share this machine's loopback), so kubectl listens on [::1] only and both
+    # addresses reach the pod.
+    pod_port = _free_port()
+    _start_http_pod(kubectl, "same", pod_port)
+    forward = port_forward("svc/same", f"{pod_port}:80")
+    wait_for(
+        lambda: (
+            f"Forwarding from [::1]:{pod_port}" in forward.printed() or forward.process.poll() is not None
+        ),
+        timeout=60,
+        message="kubectl port-forward to listen on [::1]",
+    )
+    assert forward.process.poll() is None, forward.printed()
+    with urllib.request.urlopen(f"http://[::1]:{pod_port}/v6", timeout=30) as response:
+        assert response.read().decode() == "same says hello to /v6\n"
+    assert _get(pod_port, "/v4") == "same says hello to /v4\n"
+    assert "Handling connection for" in forward.printed()
