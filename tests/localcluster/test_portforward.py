@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import queue
@@ -31,15 +32,23 @@ pytestmark = [
     pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH on this machine"),
 ]
 
-# Serves GET /NAME?size=N on 127.0.0.1:PORT, answering with the pod's name, the path and N bytes of "x".
+# Serves GET /NAME?size=N on 127.0.0.1:PORT, answering with the pod's name, the path and N bytes of "x";
+# answers a POST with the size and SHA-256 of what it received.
 HTTP_SERVER = """
-import http.server, sys, urllib.parse
+import hashlib, http.server, sys, urllib.parse
 pod, port = sys.argv[1], int(sys.argv[2])
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         url = urllib.parse.urlparse(self.path)
         size = int(urllib.parse.parse_qs(url.query).get("size", ["0"])[0])
         body = f"{pod} says hello to {url.path}\\n".encode() + b"x" * size
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        data = self.rfile.read(int(self.headers["Content-Length"]))
+        body = f"{pod} got {len(data)} bytes {hashlib.sha256(data).hexdigest()}".encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -194,6 +203,12 @@ def test_port_forward_to_a_pod_and_to_a_service(
     assert _get(local, "/second") == "echo says hello to /second\n"
     big = _get(local, "/big?size=3000000")
     assert big == "echo says hello to /big\n" + "x" * 3_000_000
+    # An upload larger than the server buffers for the pods arrives whole.
+    upload = os.urandom(6 * 1024 * 1024)
+    posted = urllib.request.urlopen(
+        urllib.request.Request(f"http://127.0.0.1:{local}/up", data=upload), timeout=60
+    )
+    assert posted.read().decode() == f"echo got {len(upload)} bytes {hashlib.sha256(upload).hexdigest()}"
     assert "Handling connection for" in to_pod.printed()
 
     # kubectl picks the Service's pod by its selector and the pod port from the Service's targetPort.
