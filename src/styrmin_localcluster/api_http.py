@@ -33,7 +33,6 @@ PROTOBUF = "application/vnd.kubernetes.protobuf"
 _UNSUPPORTED_SUBRESOURCES = {
     "exec": "run commands in containers (exec)",
     "attach": "attach to containers",
-    "portforward": "forward ports",
     "proxy": "proxy requests to pods or services",
     "eviction": "evict pods",
     "ephemeralcontainers": "add ephemeral containers",
@@ -232,6 +231,13 @@ class HttpApi:
                     "MethodNotAllowed",
                     f"the local cluster cannot {_UNSUPPORTED_SUBRESOURCES[sub]}: its containers are local "
                     "processes, not containers (see docs/localcluster.md, 'What it does not do')",
+                )
+            if sub == "portforward" and rtype.plural == "pods":
+                # Reached only by requests without `Upgrade: SPDY/3.1` (those are taken over by the HTTP
+                # protocol, see portforward.py), such as a WebSocket upgrade: refusing it makes kubectl
+                # fall back to SPDY.
+                raise errors.bad_request(
+                    "port forwarding needs an upgrade to SPDY/3.1 with stream protocol portforward.k8s.io"
                 )
             if sub not in rtype.subresources:
                 raise errors.path_not_found(request.url.path)

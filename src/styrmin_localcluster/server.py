@@ -25,6 +25,7 @@ from .garbage import GarbageCollector
 from .jobs import JobController
 from .kubeconfig import write_kubeconfig
 from .kubelet import Kubelet
+from .portforward import PortForwarder, http_protocol
 from .state import load_state, save_state
 from .statefulsets import StatefulSetController
 from .tls import ensure_certificates
@@ -162,6 +163,7 @@ class ClusterServer:
         self.port = sock.getsockname()[1]
         self.url = f"https://{self.host}:{self.port}"
         app = HttpApi(self.api, self.kubelet, self.token, lambda: f"{self.host}:{self.port}")
+        forwarder = PortForwarder(self.api, self.token)
         config = uvicorn.Config(
             app,
             log_level="warning",
@@ -169,7 +171,7 @@ class ClusterServer:
             lifespan="off",
             timeout_graceful_shutdown=1,
             access_log=False,
-            http="httptools",
+            http=http_protocol(forwarder),
             ws="none",
             ssl_certfile=str(self._cert_path),
             ssl_keyfile=str(self._key_path),
@@ -195,6 +197,7 @@ class ClusterServer:
             await self._stopping.wait()
         finally:
             self._server.should_exit = True
+            forwarder.close_all()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server_task, 5)
             await self.kubelet.shutdown()
