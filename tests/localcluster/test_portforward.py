@@ -6,14 +6,10 @@ import base64
 import hashlib
 import json
 import os
-import queue
-import re
-import shutil
 import socket
 import ssl
 import struct
 import subprocess
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -23,10 +19,10 @@ import pytest
 import yaml
 
 from styrmin_localcluster import LocalCluster, portforward, spdy
+from tests.support.kubectl import KUBECTL, PortForward, start_port_forward
 
 from .conftest import wait_for
 
-KUBECTL = shutil.which("kubectl")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH on this machine"),
@@ -63,67 +59,20 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class PortForward:
-    """A running `kubectl port-forward`, with everything it printed collected in the background."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.process = process
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.output: list[str] = []
-        for stream in (process.stdout, process.stderr):
-            threading.Thread(target=self._collect, args=(stream,), daemon=True).start()
-
-    def _collect(self, stream: object) -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            self.lines.put(line)
-
-    def _drain(self) -> str:
-        while True:
-            try:
-                self.output.append(self.lines.get_nowait())
-            except queue.Empty:
-                return "".join(self.output)
-
-    def local_port(self) -> int:
-        """Waits (generously) for kubectl's "Forwarding from 127.0.0.1:PORT" line."""
-        found = wait_for(
-            lambda: (
-                re.search(r"Forwarding from 127\.0\.0\.1:(\d+)", self._drain())
-                or (self.process.poll() is not None and "exited")
-            ),
-            timeout=60,
-            message="kubectl port-forward to start listening",
-        )
-        assert found != "exited", f"kubectl port-forward ended early:\n{self._drain()}"
-        return int(found.group(1))
-
-    def printed(self) -> str:
-        return self._drain()
-
-
 @pytest.fixture
 def port_forward(
     cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> Iterator[Callable[..., PortForward]]:
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig_path), "HOME": str(tmp_path)}
     started: list[PortForward] = []
 
     def start(*args: str) -> PortForward:
-        process = subprocess.Popen(
-            [KUBECTL or "kubectl", "-n", namespace, "port-forward", *args],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        forward = PortForward(process)
+        forward = start_port_forward(cluster.kubeconfig_path, tmp_path, namespace, *args)
         started.append(forward)
         return forward
 
     yield start
     for forward in started:
-        forward.process.kill()
-        forward.process.wait(timeout=30)
+        forward.stop()
 
 
 @pytest.fixture

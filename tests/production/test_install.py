@@ -37,6 +37,7 @@ import styrmin
 from styrmin_localcluster import LocalCluster
 from tests.conftest import _pg_admin, _pg_url
 from tests.support.drivers import EXAMPLE_DRIVER, driver_folder
+from tests.support.kubectl import KUBECTL, port_forward
 
 pytestmark = pytest.mark.slow
 
@@ -222,6 +223,8 @@ def test_the_chart_installs_into_the_local_cluster_and_deploys_and_upgrades_the_
     ready = httpx.get(f"{installed.server_url}/readyz", timeout=30)
     assert ready.status_code == 200, ready.text
     assert httpx.get(f"{installed.prefect_url}/health", timeout=30).status_code == 200
+    if KUBECTL is not None:
+        _reach_through_port_forward(installed, tmp_path)
 
     # The admin's password is the one in Secret styrmin-admin, read back as the NOTES say.
     secret = kube.get(Secret, "styrmin-admin", namespace=NAMESPACE)
@@ -278,6 +281,23 @@ def test_the_chart_installs_into_the_local_cluster_and_deploys_and_upgrades_the_
     # The agent wrote the deployment's revision into its StyrminDeployment, through its service account.
     record = kube.get(StyrminDeployment, "shop", namespace="shop")
     assert record.spec["appVersion"] == "1.1.0", record.spec
+
+
+def _reach_through_port_forward(installed: Installed, home: Path) -> None:
+    """The UI and the Prefect UI through `kubectl port-forward` to their Services, as docs/production.md
+    says (the seed's `svc/prefect-server 4200:4200`, on a free local port: this machine's 4200 may be taken)."""
+    kubeconfig = installed.cluster.kubeconfig_path
+    server_port = int(installed.server_url.rsplit(":", 1)[1])
+    with (
+        port_forward(kubeconfig, home, NAMESPACE, "svc/prefect-server", f"{free_port()}:4200") as prefect,
+        port_forward(
+            kubeconfig, home, NAMESPACE, f"svc/{RELEASE}-server", f"{free_port()}:{server_port}"
+        ) as ui,
+    ):
+        health = httpx.get(f"http://127.0.0.1:{prefect.local_port()}/api/health", timeout=30)
+        assert health.status_code == 200, health.text + prefect.printed()
+        page = httpx.get(f"http://127.0.0.1:{ui.local_port()}/login", timeout=30)
+        assert page.status_code == 200 and "Styrmin" in page.text, page.text[:500] + ui.printed()
 
 
 def _image_tag(kube: Client, name: str) -> str:
