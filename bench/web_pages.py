@@ -26,9 +26,8 @@ import httpx
 import psycopg
 from _figures import percentile, styrmin_server
 
-from styrmin_backend.drivers import read_driver, validate_driver
+from styrmin_backend.drivers import DeploymentConfiguration, read_driver, validate_driver
 from styrmin_backend.services import auth, changes, drivers, workflow
-from styrmin_backend.services.changes import Configuration
 from styrmin_backend.services.users import ensure_admin
 from styrmin_backend.store.db import make_engine, make_session_factory, transaction
 from styrmin_backend.store.migrate import upgrade_database
@@ -54,7 +53,9 @@ def seed(url: str, data_dir: Path, history_tasks: int = HISTORY_TASKS) -> int:
         user = auth.login(session, "admin", PASSWORD)
         issued = auth.issue_token(session, user, auth.TokenKind.API, timedelta(hours=1), name="bench")
         admin = auth.authenticate(session, issued.token)
-        configuration = Configuration({"extra": {"password": "x"}}, {}, {"server": {"LOG_LEVEL": "debug"}})
+        configuration = DeploymentConfiguration(
+            values={"extra": {"password": "x"}}, env={"server": {"LOG_LEVEL": "debug"}}
+        )
         changes.create_deployment(
             session,
             by=admin,

@@ -19,8 +19,8 @@ from sqlalchemy import Engine
 
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.roles import Role
+from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.services import auth, changes, deployment_status, users, workflow
-from styrmin_backend.services.changes import Configuration
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.models import StepRow
 from tests.api.conftest import ADMIN_PASSWORD, USER_PASSWORD, Stack, make_stack
@@ -64,7 +64,7 @@ class Progress:
 
     stack: Stack
 
-    def create(self, name: str, configuration: Configuration | None = None) -> int:
+    def create(self, name: str, configuration: DeploymentConfiguration | None = None) -> int:
         """Create deployment ``name`` of the example driver as admin; returns its task's id."""
         with self.stack.session() as session:
             admin = auth.authenticate(session, self.stack.token_for("admin"))
@@ -76,7 +76,7 @@ class Progress:
                 driver_name="shop",
                 driver_version="1.0.0",
                 app_version=None,
-                configuration=configuration or Configuration({}, {}, {}),
+                configuration=configuration or DeploymentConfiguration(),
             )
             assert recorded.task is not None
             return recorded.task.id

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.roles import Role
-from styrmin_backend.drivers import DriverReport, read_driver
+from styrmin_backend.drivers import DeploymentConfiguration, DriverReport, read_driver
 from styrmin_backend.services import auth, backups, changes, drivers, workflow
-from styrmin_backend.services.changes import Configuration
 from styrmin_backend.store.models import TaskRow
 from tests.api.conftest import ADMIN_PASSWORD, USER_PASSWORD, Stack
 from tests.support.drivers import driver_folder
@@ -33,7 +32,7 @@ def _deploy_with_actions(stack: Stack) -> int:
         admin = auth.authenticate(session, stack.token_for("admin"))
         created = changes.create_deployment(
             session, by=admin, name="shop", namespace="shop", driver_name="shop", driver_version="2.0.0",
-            app_version=None, configuration=Configuration({}, {}, {}),
+            app_version=None, configuration=DeploymentConfiguration(),
         )  # fmt: skip
         assert created.task is not None
         task_id = created.task.id

@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import expect
 
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
+from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.services import auth, backups, changes
-from styrmin_backend.services.changes import Configuration
 from styrmin_backend.store.models import TaskRow
 from tests.web.conftest import LiveServer, log_in, screenshot
 from tests.web.test_backups_page import _finish_backup, _push_with_actions
@@ -27,7 +27,7 @@ def _deploy(live: LiveServer, name: str) -> None:
         admin = auth.authenticate(session, stack.token_for("admin"))
         created = changes.create_deployment(
             session, by=admin, name=name, namespace=name, driver_name="shop", driver_version="2.0.0",
-            app_version=None, configuration=Configuration({}, {}, {}),
+            app_version=None, configuration=DeploymentConfiguration(),
         )  # fmt: skip
         assert created.task is not None
         task_id = created.task.id

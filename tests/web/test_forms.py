@@ -11,9 +11,9 @@ import pytest
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import SECRET_SET
 from styrmin_backend.domain.users import ACTIONS_USERNAME
+from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.protocol import ComponentStatus
 from styrmin_backend.services import agents, auth, changes, tasks
-from styrmin_backend.services.changes import Configuration
 from tests.api.conftest import ADMIN_PASSWORD, USER_PASSWORD, Stack
 from tests.web.conftest import Progress, login_client, make_user
 
@@ -191,7 +191,7 @@ def test_upgrade_to_the_versions_of_a_pending_upgrade_says_to_wait_for_it(web: S
 
 
 def test_deployment_page_masks_secret_looking_values(web: Stack) -> None:
-    configuration = Configuration(
+    configuration = DeploymentConfiguration(
         values={
             "database": {"password": "hunter2-value", "url": "postgres://shop:s3cr3t-pw@db/shop"},
             "replicas": 2,
@@ -245,7 +245,7 @@ def test_setting_styrmin_actions_password_by_a_forged_post_is_refused(web: Stack
 
 
 def test_deployment_page_shows_each_components_replicas_and_images(web: Stack) -> None:
-    configuration = Configuration(
+    configuration = DeploymentConfiguration(
         values={"taskWorker": {"replicas": 3}},
         images={"server": "registry.local:5000/shop/server:{{ app.version }}-debug"},
         env={},
@@ -268,7 +268,7 @@ def test_deployment_page_shows_each_components_replicas_and_images(web: Stack) -
 
 
 def test_deployment_page_shows_the_ready_replicas_the_agent_reported(web: Stack) -> None:
-    Progress(web).create("shop", Configuration(values={}, images={}, env={}))
+    Progress(web).create("shop", DeploymentConfiguration(values={}, images={}, env={}))
     admin = web.headers(web.token_for("admin"))
     key = web.client.post("/api/v1/agents", json={"name": "local", "cluster": "local"}, headers=admin).json()[
         "key"

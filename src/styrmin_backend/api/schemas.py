@@ -22,11 +22,10 @@ from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import SECRET_SET, conceal_configuration
 from styrmin_backend.domain.status import DeploymentStatus, Status
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
-from styrmin_backend.drivers import ActionSummary, ComponentSummary, DriverSpec
+from styrmin_backend.drivers import ActionSummary, ComponentSummary, DeploymentConfiguration, DriverSpec
 from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
 from styrmin_backend.services.agents import Agent
 from styrmin_backend.services.auth import Token
-from styrmin_backend.services.changes import Configuration
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.task_models import Step, Task
@@ -183,8 +182,8 @@ class ConfigurationIn(Strict):
         ],
     ] = Field(default_factory=dict, description="Env vars per component, set on its component container.")
 
-    def to_domain(self) -> Configuration:
-        return Configuration(
+    def to_domain(self) -> DeploymentConfiguration:
+        return DeploymentConfiguration(
             values=self.values, images=dict(self.images), env={k: dict(v) for k, v in self.env.items()}
         )
 

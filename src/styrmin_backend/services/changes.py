@@ -27,6 +27,7 @@ from styrmin_backend.domain.status import (
     retry_refusal,
 )
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.protocol import CHANGE_ADAPTER, Change, Target
 from styrmin_backend.services import deployment_status
 from styrmin_backend.services.deployment_models import Deployment
@@ -34,24 +35,6 @@ from styrmin_backend.services.drivers import DriverInfo, get_driver_info
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.services.task_models import Task
 from styrmin_backend.store.models import BackupRow, ChangeRow, DeploymentRow, StepRow, TaskRow
-
-
-@dataclass(frozen=True)
-class Configuration:
-    """A deployment's configuration: Helm values, per-component image overrides and env vars."""
-
-    values: dict[str, Any]
-    images: dict[str, str]
-    env: dict[str, dict[str, str]]
-
-    def as_json(self) -> dict[str, Any]:
-        """The configuration as stored and sent to the agent."""
-        return {"values": self.values, "images": self.images, "env": self.env}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Configuration:
-        """The configuration stored as ``data``."""
-        return cls(values=data.get("values", {}), images=data.get("images", {}), env=data.get("env", {}))
 
 
 @dataclass(frozen=True)
@@ -109,7 +92,7 @@ def create_deployment(
     driver_name: str,
     driver_version: str,
     app_version: str | None,
-    configuration: Configuration,
+    configuration: DeploymentConfiguration,
     cluster: str = "local",
 ) -> Recorded:
     """Record a deployment and its create change; the agent installs it."""
@@ -132,7 +115,7 @@ def create_deployment(
         driver_name=driver.name,
         driver_version=driver.version,
         app_version=app_version or driver.default_app_version,
-        configuration=configuration.as_json(),
+        configuration=configuration.model_dump(mode="json"),
         stopped_components=[],
         status=DeploymentStatus.DEPLOYING.value,
         last_revision=0,
@@ -195,7 +178,7 @@ def upgrade_deployment(
     ):
         return Recorded.of(deployment, None)
     driver = get_driver_info(session, deployment.driver_name, target_driver)
-    _check_configuration(driver, Configuration.from_json(configuration))
+    _check_configuration(driver, DeploymentConfiguration.model_validate(configuration))
     deployment.configuration = configuration
     spec = {
         # From what the cluster runs: after a failed upgrade, requesting it again starts from there.
@@ -213,14 +196,16 @@ def upgrade_deployment(
 
 
 def configure_deployment(
-    session: Session, name: str, *, by: Principal, configuration: Configuration
+    session: Session, name: str, *, by: Principal, configuration: DeploymentConfiguration
 ) -> Recorded:
     """Record a new configuration (values, image overrides, env vars), applied without hooks."""
     deployment = _get_changeable(session, name)
     driver = get_driver_info(session, deployment.driver_name, deployment.driver_version)
     _check_configuration(driver, configuration)
     # A configuration read through the API shows secrets only as set; sent back so, they stay as stored.
-    deployment.configuration = keep_concealed_configuration(configuration.as_json(), deployment.configuration)
+    deployment.configuration = keep_concealed_configuration(
+        configuration.model_dump(mode="json"), deployment.configuration
+    )
     spec = {"configuration": deployment.configuration}
     return Recorded.of(deployment, _record_change(session, deployment, TaskType.CONFIGURE, spec, by, None))
 
@@ -286,7 +271,7 @@ def retry_task(session: Session, task_id: int, *, by: Principal) -> Recorded:
             driver_version=str(spec.get("to_driver_version") or deployment.driver_version),
         )
     if task_type is TaskType.CONFIGURE:
-        configuration = Configuration.from_json(deployment.configuration)
+        configuration = DeploymentConfiguration.model_validate(deployment.configuration)
         return configure_deployment(session, name, by=by, configuration=configuration)
     if task_type in (TaskType.STOP, TaskType.START):
         components = [str(c) for c in spec.get("components", [])]
@@ -408,7 +393,7 @@ def _get_changeable(session: Session, name: str) -> DeploymentRow:
     return deployment
 
 
-def _check_configuration(driver: DriverInfo, configuration: Configuration) -> None:
+def _check_configuration(driver: DriverInfo, configuration: DeploymentConfiguration) -> None:
     for field, keys in (("images", configuration.images), ("env", configuration.env)):
         unknown = [key for key in keys if key not in driver.components]
         if unknown:

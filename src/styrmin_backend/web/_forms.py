@@ -14,7 +14,6 @@ from styrmin_backend._bounded_yaml import BoundedSafeLoader
 from styrmin_backend.domain.deployments import ENV_VAR_NAME_RULE, is_env_var_name
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.drivers import DeploymentConfiguration
-from styrmin_backend.services.changes import Configuration
 from styrmin_backend.web._common import text
 from styrmin_backend.web._format import as_yaml
 
@@ -54,7 +53,7 @@ def env_text(variables: dict[str, str]) -> str:
     return "\n".join(f"{name}={value}" for name, value in variables.items())
 
 
-def configuration_fields(configuration: Configuration, components: list[str]) -> dict[str, str]:
+def configuration_fields(configuration: DeploymentConfiguration, components: list[str]) -> dict[str, str]:
     """The form's values for ``configuration`` (to fill the change-configuration form)."""
     filled = {"values": as_yaml(configuration.values) if configuration.values else ""}
     for component in components:
@@ -63,7 +62,7 @@ def configuration_fields(configuration: Configuration, components: list[str]) ->
     return filled
 
 
-def read_configuration(form: FormData, components: list[str], errors: FormErrors) -> Configuration:
+def read_configuration(form: FormData, components: list[str], errors: FormErrors) -> DeploymentConfiguration:
     """The configuration the form describes; each problem goes into ``errors`` beside its field."""
     values: dict[str, Any] = {}
     raw_values = text(form, "values").strip()
@@ -100,7 +99,7 @@ def read_configuration(form: FormData, components: list[str], errors: FormErrors
         if variables:
             env[component] = variables
     try:
-        DeploymentConfiguration(values=values, images=images, env=env)
+        return DeploymentConfiguration(values=values, images=images, env=env)
     except ValidationError as error:
         for problem in error.errors():
             message = str(problem.get("msg", "invalid")).removeprefix("Value error, ")
@@ -114,7 +113,8 @@ def read_configuration(form: FormData, components: list[str], errors: FormErrors
                 else None
             )
             errors.add(name, message)
-    return Configuration(values=values, images=images, env=env)
+    # Not valid: the form shows it again with its errors; nothing else reads it.
+    return DeploymentConfiguration.model_construct(values=values, images=images, env=env)
 
 
 def place_error(error: DomainError, errors: FormErrors, aliases: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import NotFound
 from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.domain.status import ComponentState, Status, component_state
-from styrmin_backend.drivers import DriverSpec
+from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec
 from styrmin_backend.services import changes, deployment_status, drivers, tasks
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
@@ -196,7 +196,7 @@ def component_views(
     if spec is None:
         return []
     shown = rendered.components if rendered else {}
-    configuration = changes.Configuration.from_json(row.configuration)
+    configuration = DeploymentConfiguration.model_validate(row.configuration)
     stopped = set(row.stopped_components)
     live = {str(s.get("name")): s for s in row.components_status or [] if isinstance(s, dict)}
     return [
@@ -220,7 +220,7 @@ def component_views(
 
 def masked_values(row: Deployment) -> dict[str, Any]:
     """The deployment's Helm values with secret values shown only as set."""
-    values: dict[str, Any] = conceal(changes.Configuration.from_json(row.configuration).values)
+    values: dict[str, Any] = conceal(DeploymentConfiguration.model_validate(row.configuration).values)
     return values
 
 

@@ -14,8 +14,8 @@ from styrmin_backend.domain.errors import DomainError, NotFound
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import conceal_configuration
 from styrmin_backend.domain.status import Status
+from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.services import changes, deployment_status, tasks
-from styrmin_backend.services.changes import Configuration
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.web import _views
 from styrmin_backend.web._common import (
@@ -416,7 +416,8 @@ def configure_page(request: Request, name: str) -> HTMLResponse:
             )
         row = changes.read_deployment(session, name)
         fields = configuration_fields(
-            Configuration.from_json(conceal_configuration(row.configuration)), _components_of(session, name)
+            DeploymentConfiguration.model_validate(conceal_configuration(row.configuration)),
+            _components_of(session, name),
         )
         return _render_configure(request, viewer, session, name, fields, FormErrors())
 
