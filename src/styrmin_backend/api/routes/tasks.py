@@ -90,12 +90,12 @@ async def _until_ended(request: Request, task_id: int, seconds: float) -> None:
 
     deadline = time.monotonic() + seconds
     while True:
-        mark = tasks.TASK_ENDS.mark()
+        mark = tasks.task_end_mark()
         if not await run_in_threadpool(waiting):
             return
         if time.monotonic() >= deadline or await request.is_disconnected():
             return
-        await tasks.TASK_ENDS.wait(mark, _END_POLL_SECONDS)
+        await tasks.wait_for_task_end(mark, _END_POLL_SECONDS)
 
 
 @router.post("/tasks/{task_id}/retry", response_model=ChangeOut, status_code=202)
