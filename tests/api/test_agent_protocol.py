@@ -14,9 +14,8 @@ from sqlalchemy import text, update
 
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.roles import Role
-from styrmin_backend.services import agents
+from styrmin_backend.services import agents, tasks
 from styrmin_backend.store.models import TaskRow
-from styrmin_backend.store.task_ends import TASK_ENDS
 
 from .conftest import Stack
 
@@ -460,8 +459,8 @@ def test_a_task_ending_in_this_server_wakes_waiting_reads_only_once_it_is_commit
     task_id = _deploy(stack)
 
     async def wait_while(end: Callable[[], None], allowed: float) -> bool:
-        mark = TASK_ENDS.mark()
-        waiting = asyncio.create_task(TASK_ENDS.wait(mark, timeout=600))
+        mark = tasks.task_end_mark()
+        waiting = asyncio.create_task(tasks.wait_for_task_end(mark, timeout=600))
         await asyncio.sleep(0)
         await asyncio.to_thread(end)
         try:

@@ -16,8 +16,8 @@ from sqlalchemy import Engine, event, text
 
 from styrmin_backend.api.serving import announce_stop
 from styrmin_backend.server_app import create_app
-from styrmin_backend.store.claim_wakeups import CLAIMABLE_CHANNEL
 from styrmin_backend.store.db import make_engine
+from styrmin_backend.store.wakeups import CLAIMABLE_CHANNEL
 
 from .conftest import Stack
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import yaml
 
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
@@ -257,7 +258,9 @@ def _run_next_task(ctl: Ctl, name: str, after: int, fail: bool) -> None:
 
     from styrmin import Client
 
-    with Client(ctl.server.url, ctl.server.admin_token()) as client:
+    # A transport of its own: httpx would otherwise look for proxies by iterating os.environ, which the
+    # CLI runner changes in the main thread meanwhile (KeyError: a variable went away mid-iteration).
+    with Client(ctl.server.url, ctl.server.admin_token(), transport=httpx.HTTPTransport()) as client:
         for _ in range(400):
             newer = [t for t in client.tasks.list(deployment=name, limit=5).items if t.id > after]
             if newer:

@@ -7,9 +7,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import APIRouter, Depends, Request
 from sqlalchemy.orm import Session
 
+from styrmin_backend.api.errors import ERROR_RESPONSES
 from styrmin_backend.browser_session import (
     CSRF_HEADER,
     SESSION_COOKIE,
@@ -22,6 +23,14 @@ from styrmin_backend.services.principal import Principal, check_actions_scope
 from styrmin_backend.settings import Settings
 
 API_PREFIX = "/api/v1"
+
+
+def api_router(*, prefix: str = "", tags: list[str]) -> APIRouter:
+    """The router of one part of the API: its routes are built once, under ``API_PREFIX``, with the
+    API's error answers, and added to each app as they are (see ``styrmin_backend.api.app``)."""
+    return APIRouter(prefix=API_PREFIX + prefix, tags=list(tags), responses=ERROR_RESPONSES)
+
+
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

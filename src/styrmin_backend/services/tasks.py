@@ -13,9 +13,23 @@ from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.store.models import ChangeRow, DeploymentRow, StepRow, TaskRow
-from styrmin_backend.store.task_ends import TASK_ENDS as TASK_ENDS
+from styrmin_backend.store.wakeups import ANY, TASK_ENDED, Mark
 
 MAX_PAGE_SIZE = 500
+
+_TASK_ENDS = TASK_ENDED.waiters()
+"""This process's reads waiting for a task to end."""
+
+
+def task_end_mark() -> Mark:
+    """Take before reading whether a task has ended, then hand to :func:`wait_for_task_end`."""
+    return _TASK_ENDS.mark()
+
+
+async def wait_for_task_end(mark: Mark, timeout: float) -> None:
+    """Return once a task ended through this process since ``mark`` (a committed transaction), or after
+    ``timeout`` seconds. Ends in other processes are not seen: the caller reads the task again."""
+    await _TASK_ENDS.wait(ANY, mark, timeout)
 
 
 @dataclass(frozen=True)

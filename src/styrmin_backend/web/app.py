@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from styrmin_backend.web.pages import router
+from styrmin_backend.web.pages import ROUTES
 
 STATIC_PATH = "/static"
 """Where the stylesheet and htmx are served."""
@@ -15,5 +15,6 @@ STATIC_PATH = "/static"
 
 def install_web(app: FastAPI) -> None:
     """Serve the web UI's pages and static files from ``app`` (next to the API under /api)."""
-    app.include_router(router)
+    # As they are, not through include_router: see styrmin_backend.api.app.install_api.
+    app.router.routes.extend(ROUTES)
     app.mount(STATIC_PATH, StaticFiles(directory=Path(__file__).parent / "static"), name="static")

@@ -9,11 +9,18 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
-from styrmin_backend.api.deps import AppSettings, Db, authenticate_request, bearer_token, short_transaction
+from styrmin_backend.api.deps import (
+    AppSettings,
+    Db,
+    api_router,
+    authenticate_request,
+    bearer_token,
+    short_transaction,
+)
 from styrmin_backend.api.schemas import (
     MAX_ID,
     ClaimOut,
@@ -35,7 +42,7 @@ from styrmin_backend.metrics import observe_claim, observe_step
 from styrmin_backend.services import agents, backup_locations, drivers, workflow
 from styrmin_backend.services.agents import AgentIdentity
 
-router = APIRouter(prefix="/agent", tags=["agent"])
+router = api_router(prefix="/agent", tags=["agent"])
 IdParam = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 

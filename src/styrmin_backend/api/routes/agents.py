@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import Path
 
-from styrmin_backend.api.deps import Admin, Db
+from styrmin_backend.api.deps import Admin, Db, api_router
 from styrmin_backend.api.schemas import AgentCreateRequest, AgentOut, IssuedAgentKeyOut
 from styrmin_backend.services import agents
 
-router = APIRouter(tags=["agents"])
+router = api_router(tags=["agents"])
 
 
 @router.post("/agents", response_model=IssuedAgentKeyOut, status_code=201)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import Depends, Path, Request, Response
 
-from styrmin_backend.api.deps import AppSettings, Db, Reader, bearer_token, require
+from styrmin_backend.api.deps import AppSettings, Db, Reader, api_router, bearer_token, require
 from styrmin_backend.api.schemas import (
     MAX_ID,
     IssuedTokenOut,
@@ -30,7 +30,7 @@ from styrmin_backend.services import auth, users
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.settings import Settings
 
-router = APIRouter(tags=["auth"])
+router = api_router(tags=["auth"])
 
 
 def _lifetime(settings: Settings, seconds: int | None) -> timedelta:

@@ -5,16 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path
+from fastapi import Path
 from pydantic import BaseModel, Field
 
-from styrmin_backend.api.deps import Admin, Db, Reader
+from styrmin_backend.api.deps import Admin, Db, Reader, api_router
 from styrmin_backend.api.schemas import Strict
 from styrmin_backend.domain.backup_locations import BackupLocation, LocationStatus, check_location
 from styrmin_backend.services import backup_locations
 from styrmin_backend.services.backup_locations import StoredLocation
 
-router = APIRouter(tags=["backups"])
+router = api_router(tags=["backups"])
 ClusterName = Annotated[str, Path(max_length=64)]
 
 

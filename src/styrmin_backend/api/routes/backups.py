@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Response
+from fastapi import Path, Response
 from pydantic import BaseModel, Field, StrictInt
 
-from styrmin_backend.api.deps import Db, Reader, Writer
+from styrmin_backend.api.deps import Db, Reader, Writer, api_router
 from styrmin_backend.api.schemas import MAX_ID, ChangeOut, DeploymentOut, Strict, TaskSummary
 from styrmin_backend.domain.backups import BackupLabel, BackupStatus
 from styrmin_backend.domain.errors import NotFound
@@ -16,7 +16,7 @@ from styrmin_backend.services import backup_schedules, backups, changes
 from styrmin_backend.services.backup_schedules import BackupSchedule
 from styrmin_backend.services.backups import Backup
 
-router = APIRouter(tags=["backups"])
+router = api_router(tags=["backups"])
 DeploymentName = Annotated[str, Path(max_length=53)]
 BackupId = Annotated[int, Path(ge=1, le=MAX_ID)]
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
-from styrmin_backend.api.deps import Db, Reader, Writer
+from styrmin_backend.api.deps import Db, Reader, Writer, api_router
 from styrmin_backend.api.schemas import (
     ChangeOut,
     ComponentsRequest,
@@ -17,7 +15,7 @@ from styrmin_backend.api.schemas import (
 from styrmin_backend.services import changes, deployment_status
 from styrmin_backend.services.deployment_models import Deployment
 
-router = APIRouter(tags=["deployments"])
+router = api_router(tags=["deployments"])
 
 
 def deployment_out(db: Db, row: Deployment) -> DeploymentOut:

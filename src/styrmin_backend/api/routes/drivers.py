@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from styrmin_backend.api.deps import Db, Reader, Writer
+from styrmin_backend.api.deps import Db, Reader, Writer, api_router
 from styrmin_backend.api.errors import FieldError, error_response
 from styrmin_backend.api.schemas import DriverVersionOut
 from styrmin_backend.domain.limits import DRIVER_ARCHIVE_MAX_BYTES
 from styrmin_backend.drivers import DriverError, DriverReport
 from styrmin_backend.services import drivers
 
-router = APIRouter(tags=["drivers"])
+router = api_router(tags=["drivers"])
 
 NameParam = Annotated[str, Path(min_length=1, max_length=64)]
 VersionParam = Annotated[str, Path(min_length=1, max_length=64)]

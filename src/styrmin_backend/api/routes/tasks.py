@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 
-from styrmin_backend.api.deps import Db, Reader, Writer, require, short_transaction
+from styrmin_backend.api.deps import Db, Reader, Writer, api_router, require, short_transaction
 from styrmin_backend.api.routes.deployments import change_out
 from styrmin_backend.api.schemas import MAX_ID, ChangeOut, ConfigurationIn, TaskOut, TaskPageOut, TaskSummary
 from styrmin_backend.domain.roles import Role
@@ -22,7 +22,7 @@ _END_POLL_SECONDS = 0.05
 """How often a waiting read looks at the task's status (one row, by its key), unless a task's end in
 this process wakes it first."""
 
-router = APIRouter(tags=["tasks"])
+router = api_router(tags=["tasks"])
 
 
 @router.get("/tasks", response_model=TaskPageOut)
@@ -90,12 +90,12 @@ async def _until_ended(request: Request, task_id: int, seconds: float) -> None:
 
     deadline = time.monotonic() + seconds
     while True:
-        mark = tasks.TASK_ENDS.mark()
+        mark = tasks.task_end_mark()
         if not await run_in_threadpool(waiting):
             return
         if time.monotonic() >= deadline or await request.is_disconnected():
             return
-        await tasks.TASK_ENDS.wait(mark, _END_POLL_SECONDS)
+        await tasks.wait_for_task_end(mark, _END_POLL_SECONDS)
 
 
 @router.post("/tasks/{task_id}/retry", response_model=ChangeOut, status_code=202)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
-from styrmin_backend.api.deps import Admin, Db, Reader
+from styrmin_backend.api.deps import Admin, Db, Reader, api_router
 from styrmin_backend.api.schemas import (
     PasswordRequest,
     PasswordResetOut,
@@ -14,7 +12,7 @@ from styrmin_backend.api.schemas import (
 )
 from styrmin_backend.services import users
 
-router = APIRouter(tags=["users"])
+router = api_router(tags=["users"])
 
 
 @router.get("/users", response_model=list[UserOut])

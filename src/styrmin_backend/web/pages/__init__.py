@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from starlette.routing import BaseRoute
 
 from styrmin_backend.web.pages import (
     agents,
@@ -15,8 +15,11 @@ from styrmin_backend.web.pages import (
     users,
 )
 
-router = APIRouter()
-for _module in (signing_in, deployments, backups, backup_locations, tasks, users, drivers, agents):
-    router.include_router(_module.router)
+ROUTES: list[BaseRoute] = [
+    route
+    for module in (signing_in, deployments, backups, backup_locations, tasks, users, drivers, agents)
+    for route in module.router.routes
+]
+"""Every page and form endpoint, built once per process (the modules' routers have no prefix)."""
 
-__all__ = ["router"]
+__all__ = ["ROUTES"]
