@@ -24,13 +24,14 @@ from pathlib import Path
 
 import httpx
 import psycopg
-from _figures import percentile, styrmin_server
+from _figures import BENCH_SECRET_KEY, percentile, styrmin_server
 
 from styrmin_backend.drivers import DeploymentConfiguration, read_driver, validate_driver
 from styrmin_backend.services import auth, changes, drivers, workflow
 from styrmin_backend.services.users import ensure_admin
 from styrmin_backend.store.db import make_engine, make_session_factory, transaction
 from styrmin_backend.store.migrate import upgrade_database
+from styrmin_backend.store.secret_box import SecretBox, use_secret_keys
 
 EXAMPLE_DRIVER = Path(__file__).resolve().parents[1] / "examples" / "drivers" / "shop"
 POSTGRES_DSN = os.environ.get("STYRMIN_BENCH_POSTGRES", "host=127.0.0.1 port=5432 user=postgres dbname=test")
@@ -44,6 +45,8 @@ def seed(url: str, data_dir: Path, history_tasks: int = HISTORY_TASKS) -> int:
     """The example driver, a deployment with ``history_tasks`` tasks, the newest of ``STEPS`` steps."""
     engine = make_engine(url)
     upgrade_database(engine)
+    # The configuration below holds a secret: stored encrypted with the key the bench's server gets.
+    use_secret_keys(engine, SecretBox([BENCH_SECRET_KEY]))
     factory = make_session_factory(engine)
     package = read_driver(EXAMPLE_DRIVER)
     with transaction(factory) as session:
