@@ -7,12 +7,15 @@ stands. The API, the CLI, the pages, the logs and the actions' Prefect parameter
 A secret value is never shown: ``conceal`` replaces it with ``SECRET_SET``. A configuration sent
 back with ``SECRET_SET`` (or a URL whose password is ``SECRET_SET``) where a secret was keeps the
 stored secret (``keep_concealed``), so an operator can change other values without knowing it.
+Concealing, sealing for the database (``encrypt_configuration``) and ``has_plain_secrets`` are
+uses of one walk, ``map_secret_values``.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Protocol
 
 HIDDEN_VALUE_NAME_WORDS = (
@@ -24,6 +27,9 @@ HIDDEN_VALUE_NAME_WORDS = (
 SECRET_SET = "<secret: set>"  # noqa: S105 - a marker, not a secret
 """How a secret value that is set is shown; an unset (empty) secret is shown empty."""
 
+ENCRYPTED = "$styrmin-encrypted"
+"""The key of the envelope that stands for a secret value stored encrypted: ``{ENCRYPTED: token}``."""
+
 _SECRET_NAME = re.compile(HIDDEN_VALUE_NAME_WORDS, re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"(?P<keep>://[^\s/:@'\"]{1,256}:)[^\s/@'\"]{1,1024}(?=@)")
 
@@ -33,21 +39,61 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+def _is_envelope(data: Any) -> bool:
+    return isinstance(data, dict) and set(data) == {ENCRYPTED} and isinstance(data[ENCRYPTED], str)
+
+
+def map_secret_values(data: Any, replace: Callable[[Any, bool], Any], key: str = "") -> Any:
+    """A copy of ``data`` (JSON-like, under ``key``) with each secret value ``v`` replaced by
+    ``replace(v, whole)``: the one walk of the secret rule, which concealing and sealing both use.
+
+    ``whole`` is True for a value under a secret key (a mapping or list under it too, unless it is
+    empty), False for a string holding a URL's password. Sealed values (envelopes) are left as they are.
+    """
+    if _is_envelope(data):
+        return data
+    if key and is_secret_name(key) and data not in (None, "", {}, []):
+        return replace(data, True)
+    if isinstance(data, dict):
+        return {k: map_secret_values(v, replace, str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [map_secret_values(item, replace, key) for item in data]
+    if isinstance(data, str) and _URL_PASSWORD.search(data):
+        return replace(data, False)
+    return data
+
+
+def map_secret_configuration(
+    configuration: dict[str, Any], replace: Callable[[Any, bool], Any]
+) -> dict[str, Any]:
+    """A deployment's configuration (values, images, env) with ``map_secret_values`` applied to its
+    Helm values and to each env var under its name; images hold no secret."""
+    mapped = dict(configuration)
+    if isinstance(configuration.get("values"), dict):
+        mapped["values"] = map_secret_values(configuration["values"], replace)
+    if isinstance(configuration.get("env"), dict):
+        mapped["env"] = {
+            component: (
+                {name: map_secret_values(value, replace, str(name)) for name, value in variables.items()}
+                if isinstance(variables, dict)
+                else variables
+            )
+            for component, variables in configuration["env"].items()
+        }
+    return mapped
+
+
+def _concealed(value: Any, whole: bool) -> Any:
+    return SECRET_SET if whole else _URL_PASSWORD.sub(rf"\g<keep>{SECRET_SET}", value)
+
+
 def conceal(data: Any, key: str = "") -> Any:
     """A copy of ``data`` (JSON-like) with each secret value replaced by ``SECRET_SET``.
 
-    A value under a secret key is replaced whole (a mapping or list under it too), unless it is
-    empty; a URL's password is replaced in any string.
+    A value under a secret key is replaced whole, unless it is empty; a URL's password is replaced in
+    any string.
     """
-    if key and is_secret_name(key) and data not in (None, "", {}, []):
-        return SECRET_SET
-    if isinstance(data, dict):
-        return {k: conceal(v, str(k)) for k, v in data.items()}
-    if isinstance(data, list):
-        return [conceal(item, key) for item in data]
-    if isinstance(data, str):
-        return _URL_PASSWORD.sub(rf"\g<keep>{SECRET_SET}", data)
-    return data
+    return map_secret_values(data, _concealed, key)
 
 
 def keep_concealed(sent: Any, stored: Any, key: str = "") -> Any:
@@ -66,15 +112,7 @@ def keep_concealed(sent: Any, stored: Any, key: str = "") -> Any:
 
 def conceal_configuration(configuration: dict[str, Any]) -> dict[str, Any]:
     """A deployment's stored configuration (values, images, env) as every reader sees it."""
-    concealed = dict(configuration)
-    if "values" in configuration:
-        concealed["values"] = conceal(configuration["values"])
-    if "env" in configuration:
-        concealed["env"] = {
-            component: {name: conceal(value, name) for name, value in (variables or {}).items()}
-            for component, variables in (configuration["env"] or {}).items()
-        }
-    return concealed
+    return map_secret_configuration(configuration, _concealed)
 
 
 def keep_concealed_configuration(sent: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
@@ -125,41 +163,12 @@ def secret_values(data: Any) -> set[str]:
     return {value for value in found if len(value) >= 4}
 
 
-ENCRYPTED = "$styrmin-encrypted"
-"""The key of the envelope that stands for a secret value stored encrypted: ``{ENCRYPTED: token}``."""
-
-
 class Cipher(Protocol):
     """What encrypts a secret value for the database and decrypts it back (text to token, and back)."""
 
     def encrypt(self, plain: str) -> str: ...
 
     def decrypt(self, token: str) -> str: ...
-
-
-def _is_secret_value(data: Any, key: str) -> bool:
-    """Whether the one rule calls ``data`` (under ``key``) secret: it is concealed whole or in part."""
-    return bool(conceal(data, key) != data)
-
-
-def _is_envelope(data: Any) -> bool:
-    return isinstance(data, dict) and set(data) == {ENCRYPTED} and isinstance(data[ENCRYPTED], str)
-
-
-def _seal(data: Any, key: str, cipher: Cipher) -> Any:
-    """``data`` with each secret value (as ``conceal`` finds them) replaced by its envelope."""
-    if _is_envelope(data):
-        return data  # sealed already
-    if key and is_secret_name(key) and data not in (None, "", {}, []):
-        return {ENCRYPTED: cipher.encrypt(json.dumps(data))}
-    if isinstance(data, dict):
-        return {k: _seal(v, str(k), cipher) for k, v in data.items()}
-    if isinstance(data, list):
-        return [_seal(item, key, cipher) for item in data]
-    if isinstance(data, str) and _is_secret_value(data, key):
-        # A string holding a URL's password: sealed whole, so no part of it is kept in plain text.
-        return {ENCRYPTED: cipher.encrypt(json.dumps(data))}
-    return data
 
 
 def _open(data: Any, cipher: Cipher) -> Any:
@@ -174,21 +183,13 @@ def _open(data: Any, cipher: Cipher) -> Any:
 
 
 def encrypt_configuration(configuration: dict[str, Any], cipher: Cipher) -> dict[str, Any]:
-    """A deployment's configuration as stored: each secret value (the rule of ``conceal_configuration``)
-    replaced by ``{ENCRYPTED: token}``, every other value as it is."""
-    sealed = dict(configuration)
-    if isinstance(configuration.get("values"), dict):
-        sealed["values"] = _seal(configuration["values"], "", cipher)
-    if isinstance(configuration.get("env"), dict):
-        sealed["env"] = {
-            component: (
-                {name: _seal(value, str(name), cipher) for name, value in variables.items()}
-                if isinstance(variables, dict)
-                else variables
-            )
-            for component, variables in configuration["env"].items()
-        }
-    return sealed
+    """A deployment's configuration as stored: each secret value replaced by ``{ENCRYPTED: token}``
+    (a string holding a URL's password sealed whole), every other value as it is."""
+
+    def seal(value: Any, whole: bool) -> dict[str, str]:
+        return {ENCRYPTED: cipher.encrypt(json.dumps(value))}
+
+    return map_secret_configuration(configuration, seal)
 
 
 def decrypt_configuration(configuration: dict[str, Any], cipher: Cipher) -> dict[str, Any]:
@@ -202,7 +203,9 @@ def decrypt_configuration(configuration: dict[str, Any], cipher: Cipher) -> dict
 
 def has_plain_secrets(configuration: dict[str, Any]) -> bool:
     """Whether a stored configuration still holds a secret value in plain text."""
-    return encrypt_configuration(configuration, _Marking()) != configuration
+    found: list[Any] = []
+    map_secret_configuration(configuration, lambda value, whole: found.append(value))
+    return bool(found)
 
 
 def encrypted_tokens(configuration: dict[str, Any]) -> list[str]:
@@ -222,13 +225,3 @@ def encrypted_tokens(configuration: dict[str, Any]) -> list[str]:
 
     walk({key: configuration.get(key) for key in ("values", "env")})
     return found
-
-
-class _Marking:
-    """A cipher that only marks where a value would be encrypted."""
-
-    def encrypt(self, plain: str) -> str:
-        return ""
-
-    def decrypt(self, token: str) -> str:
-        return "null"
