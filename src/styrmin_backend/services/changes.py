@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
@@ -292,7 +292,22 @@ def retry_task(session: Session, task_id: int, *, by: Principal) -> Recorded:
     raise Conflict(f"A {task_type.value} task cannot be retried yet; request it again.", field="task_id")
 
 
-def retry_refused(session: Session, task: TaskRow | Task) -> str | None:
+class RetriedTask(Protocol):
+    """What deciding a retry reads of a task (its row or its read model)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def deployment_id(self) -> int | None: ...
+    @property
+    def parent_task_id(self) -> int | None: ...
+
+
+def retry_refused(session: Session, task: RetriedTask) -> str | None:
     """Why ``task`` cannot be retried, or None when it can (see ``retry_task``)."""
     if task.parent_task_id is not None:
         return (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
@@ -10,8 +11,25 @@ from sqlalchemy.orm import Session
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.status import LatestChange, Status, StatusFacts, Versions, deployment_status
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
-from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.store.models import ChangeRow, DeploymentRow, TaskRow
+
+
+class DeploymentVersions(Protocol):
+    """What the status rule reads of a deployment (its row or its read model): the versions asked
+    for and running, and the stopped components."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def app_version(self) -> str: ...
+    @property
+    def driver_version(self) -> str: ...
+    @property
+    def running_app_version(self) -> str | None: ...
+    @property
+    def running_driver_version(self) -> str | None: ...
+    @property
+    def stopped_components(self) -> Sequence[str]: ...
 
 
 def latest_changes(
@@ -39,7 +57,7 @@ def latest_changes(
     return found
 
 
-def status_facts(row: DeploymentRow | Deployment, latest: dict[TaskType, LatestChange]) -> StatusFacts:
+def status_facts(row: DeploymentVersions, latest: dict[TaskType, LatestChange]) -> StatusFacts:
     """What the rule decides ``row``'s status from."""
     running = None
     if row.running_app_version or row.running_driver_version:
@@ -54,17 +72,17 @@ def status_facts(row: DeploymentRow | Deployment, latest: dict[TaskType, LatestC
     )
 
 
-def facts_of(session: Session, row: DeploymentRow | Deployment) -> StatusFacts:
+def facts_of(session: Session, row: DeploymentVersions) -> StatusFacts:
     """The facts of one deployment, read now."""
     return status_facts(row, latest_changes(session, [row.id])[row.id])
 
 
-def status_of(session: Session, row: DeploymentRow | Deployment) -> Status:
+def status_of(session: Session, row: DeploymentVersions) -> Status:
     """The status of one deployment."""
     return deployment_status(facts_of(session, row))
 
 
-def statuses_of(session: Session, rows: Sequence[DeploymentRow | Deployment]) -> dict[int, Status]:
+def statuses_of(session: Session, rows: Sequence[DeploymentVersions]) -> dict[int, Status]:
     """The status of each deployment in ``rows``, by id (one query for all)."""
     latest = latest_changes(session, [row.id for row in rows])
     return {row.id: deployment_status(status_facts(row, latest[row.id])) for row in rows}

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -71,7 +71,14 @@ class Pushed:
     created: bool
 
 
-def stored_spec(row: DriverRow | Driver) -> DriverSpec:
+class StoredDriver(Protocol):
+    """What reading a driver version's spec needs of it (its row or its read model)."""
+
+    @property
+    def spec(self) -> Mapping[str, Any]: ...
+
+
+def stored_spec(row: StoredDriver) -> DriverSpec:
     """The spec of a stored driver version."""
     return DriverSpec.model_validate(row.spec)
 
