@@ -13,6 +13,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 
@@ -25,12 +26,9 @@ from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.drivers import ActionSummary, ComponentSummary, DeploymentConfiguration, DriverSpec
 from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
 from styrmin_backend.services.agents import Agent
-from styrmin_backend.services.auth import Token
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
-from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.services.tasks import TaskDetail
-from styrmin_backend.services.users import User
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
 """A name people type: no control characters (tab, newline, NUL)."""
@@ -55,6 +53,14 @@ class Strict(BaseModel):
         if where is not None:
             raise ValueError(f"{where or 'the body'} contains a NUL character (\\x00); remove it.")
         return data
+
+
+class Answer(BaseModel):
+    """An answer body built from a service's read model by field name: ``Out.model_validate(read)``.
+    Where the wire name differs from the read model's, the field's ``validation_alias`` names the
+    read model's; an answer's own JSON is read by its field names too."""
+
+    model_config = ConfigDict(from_attributes=True, validate_by_name=True, validate_by_alias=True)
 
 
 def _nul_in(value: Any, path: str) -> str | None:
@@ -101,18 +107,12 @@ class TokenCreateRequest(Strict):
     expires_in_seconds: StrictInt | None = Field(default=None, ge=60, le=10 * 365 * 24 * 3600)
 
 
-class TokenOut(BaseModel):
+class TokenOut(Answer):
     id: int
     name: str
     kind: str
     created_at: datetime
     expires_at: datetime
-
-    @classmethod
-    def of(cls, row: Token) -> TokenOut:
-        return cls(
-            id=row.id, name=row.name, kind=row.kind, created_at=row.created_at, expires_at=row.expires_at
-        )
 
 
 class WhoAmI(BaseModel):
@@ -125,24 +125,16 @@ class WhoAmI(BaseModel):
 # --- users -------------------------------------------------------------------------------------
 
 
-class UserOut(BaseModel):
+class UserOut(Answer):
     username: str
     role: Role
-    active: bool
-    builtin: bool = Field(description="Built-in users (styrmin-actions) have no password and cannot log in.")
+    active: bool = Field(validation_alias="is_active")
+    builtin: bool = Field(
+        validation_alias="is_builtin",
+        description="Built-in users (styrmin-actions) have no password and cannot log in.",
+    )
     has_password: bool
     created_at: datetime
-
-    @classmethod
-    def of(cls, row: User) -> UserOut:
-        return cls(
-            username=row.username,
-            role=Role(row.role),
-            active=row.is_active,
-            builtin=row.is_builtin,
-            has_password=row.has_password,
-            created_at=row.created_at,
-        )
 
 
 class UserCreateRequest(Strict):
@@ -222,12 +214,12 @@ class ComponentsStatusRequest(Strict):
     components: list[ComponentStatus] = Field(max_length=100)
 
 
-class DeploymentOut(BaseModel):
+class DeploymentOut(Answer):
     id: int
     name: str
     namespace: str
     cluster: str
-    driver: str
+    driver: str = Field(validation_alias="driver_name")
     driver_version: str
     app_version: str
     running_app_version: str | None = Field(description="What the cluster runs, as last applied.")
@@ -247,49 +239,38 @@ class DeploymentOut(BaseModel):
     )
     status_reason: str = Field(default="", description="One sentence saying why the status is what it is.")
     status_task_id: int | None = Field(default=None, description="The task that decided the status.")
-    revision: int
+    revision: int = Field(validation_alias="last_revision")
     created_at: datetime
     updated_at: datetime
 
+    @field_validator("components_status")
+    @classmethod
+    def _null_before_report(cls, value: list[ComponentStatus] | None) -> list[ComponentStatus] | None:
+        return value or None
+
     @classmethod
     def of(
-        cls, row: Deployment, status: Status | None = None, *, with_secrets: bool = False
+        cls, deployment: Deployment, status: Status | None = None, *, with_secrets: bool = False
     ) -> DeploymentOut:
-        """The deployment as users read it, with its ``status`` as the status rule decides it;
-        ``with_secrets`` only for the agent that applies it."""
-        return cls(
-            id=row.id,
-            name=row.name,
-            namespace=row.namespace,
-            cluster=row.cluster,
-            driver=row.driver_name,
-            driver_version=row.driver_version,
-            app_version=row.app_version,
-            running_app_version=row.running_app_version,
-            running_driver_version=row.running_driver_version,
-            configuration=row.configuration if with_secrets else conceal_configuration(row.configuration),
-            stopped_components=list(row.stopped_components),
-            components_status=[ComponentStatus.model_validate(c) for c in row.components_status]
-            if row.components_status
-            else None,
-            components_status_at=row.components_status_at,
-            status=status.state if status else DeploymentStatus(row.status),
-            status_reason=status.reason if status else "",
-            status_task_id=status.task_id if status else None,
-            revision=row.last_revision,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-        )
+        """The deployment as users read it, secret values concealed, with its ``status`` as the status
+        rule decides it; ``with_secrets`` only for the agent that applies it."""
+        out = cls.model_validate(deployment)
+        shown: dict[str, Any] = {}
+        if not with_secrets:
+            shown["configuration"] = conceal_configuration(deployment.configuration)
+        if status is not None:
+            shown.update(status=status.state, status_reason=status.reason, status_task_id=status.task_id)
+        return out.model_copy(update=shown)
 
 
 # --- tasks -------------------------------------------------------------------------------------
 
 
-class TaskSummary(BaseModel):
+class TaskSummary(Answer):
     id: int
     type: TaskType
     status: TaskStatus
-    deployment: str
+    deployment: str = Field(validation_alias="deployment_name")
     revision: int | None
     requested_by: str
     created_at: datetime
@@ -297,22 +278,6 @@ class TaskSummary(BaseModel):
     ended_at: datetime | None
     error: str | None
     parent_task_id: int | None
-
-    @classmethod
-    def of(cls, row: Task) -> TaskSummary:
-        return cls(
-            id=row.id,
-            type=TaskType(row.type),
-            status=TaskStatus(row.status),
-            deployment=row.deployment_name,
-            revision=row.revision,
-            requested_by=row.requested_by,
-            created_at=row.created_at,
-            started_at=row.started_at,
-            ended_at=row.ended_at,
-            error=row.error,
-            parent_task_id=row.parent_task_id,
-        )
 
 
 class ChangeOut(BaseModel):
@@ -329,7 +294,7 @@ class TaskPageOut(BaseModel):
     )
 
 
-class StartedTaskOut(BaseModel):
+class StartedTaskOut(Answer):
     id: int
     type: TaskType
     status: TaskStatus
@@ -337,7 +302,7 @@ class StartedTaskOut(BaseModel):
     result: dict[str, Any] | None
 
 
-class StepOut(BaseModel):
+class StepOut(Answer):
     id: int
     position: int
     name: str
@@ -352,7 +317,7 @@ class StepOut(BaseModel):
     started_tasks: list[StartedTaskOut]
 
 
-class StartedByOut(BaseModel):
+class StartedByOut(Answer):
     task_id: int
     task_type: TaskType
     step_id: int
@@ -366,43 +331,11 @@ class TaskOut(TaskSummary):
 
     @classmethod
     def of_detail(cls, detail: TaskDetail) -> TaskOut:
-        summary = TaskSummary.of(detail.task)
-        by = detail.started_by
-        return cls(
-            **summary.model_dump(),
-            result=detail.task.result,
-            started_by=StartedByOut(
-                task_id=by.task_id,
-                task_type=TaskType(by.task_type),
-                step_id=by.step_id,
-                step_name=by.step_name,
-            )
-            if by
-            else None,
-            steps=[_step_out(step, detail.started_tasks.get(step.id, [])) for step in detail.steps],
-        )
-
-
-def _step_out(step: Step, started: list[Task]) -> StepOut:
-    return StepOut(
-        id=step.id,
-        position=step.position,
-        name=step.name,
-        status=StepStatus(step.status),
-        started_at=step.started_at,
-        ended_at=step.ended_at,
-        error=step.error,
-        output_tail=step.output_tail,
-        output_truncated=step.output_truncated,
-        notes=list(step.notes),
-        flow_run_id=step.flow_run_id,
-        started_tasks=[
-            StartedTaskOut(
-                id=t.id, type=TaskType(t.type), status=TaskStatus(t.status), error=t.error, result=t.result
-            )
-            for t in started
-        ],
-    )
+        """The task with its steps, each with the tasks its actions started, and what started it."""
+        steps = [
+            {**dict(step), "started_tasks": detail.started_tasks.get(step.id, [])} for step in detail.steps
+        ]
+        return cls.model_validate({**dict(detail.task), "started_by": detail.started_by, "steps": steps})
 
 
 # --- drivers -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from styrmin_backend.protocol import Change, ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
 from styrmin_backend.services.changes import claimed_change
 from styrmin_backend.services.deployment_models import Deployment
+from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.services.task_models import Task
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
@@ -39,8 +40,7 @@ class AgentIdentity:
     cluster: str
 
 
-@dataclass(frozen=True)
-class Agent:
+class Agent(ReadModel):
     """A registered agent, as administrators see it (never its key)."""
 
     name: str
@@ -48,10 +48,6 @@ class Agent:
     created_at: datetime
     revoked_at: datetime | None
     last_seen_at: datetime | None
-
-    @classmethod
-    def of(cls, row: AgentRow) -> Agent:
-        return cls(row.name, row.cluster, row.created_at, row.revoked_at, row.last_seen_at)
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ def create_agent(session: Session, name: str, cluster: str) -> tuple[Agent, str]
     agent = AgentRow(name=name, cluster=cluster, key_hash=hash_token(key), created_at=utcnow())
     session.add(agent)
     session.flush()
-    return Agent.of(agent), key
+    return Agent.model_validate(agent), key
 
 
 def rotate_agent_key(session: Session, name: str, cluster: str) -> str:
@@ -93,7 +89,7 @@ def rotate_agent_key(session: Session, name: str, cluster: str) -> str:
 
 def list_agents(session: Session) -> list[Agent]:
     """Every registered agent, by name."""
-    return [Agent.of(row) for row in session.scalars(select(AgentRow).order_by(AgentRow.name))]
+    return [Agent.model_validate(row) for row in session.scalars(select(AgentRow).order_by(AgentRow.name))]
 
 
 def revoke_agent(session: Session, name: str) -> Agent:
@@ -102,7 +98,7 @@ def revoke_agent(session: Session, name: str) -> Agent:
     if agent is None:
         raise NotFound(f'There is no agent "{name}".', field="name")
     agent.revoked_at = agent.revoked_at or utcnow()
-    return Agent.of(agent)
+    return Agent.model_validate(agent)
 
 
 def authenticate_agent(session: Session, key: str) -> AgentIdentity:
@@ -201,9 +197,9 @@ def claim_next_task(
             _end(session, task, error="The deployment of this task no longer exists.", result=None)
             continue
         change = session.get(ChangeRow, task.change_id) if task.change_id else None
-        read = Deployment.of(deployment)
+        read = Deployment.model_validate(deployment)
         return Claim(
-            task=Task.of(task),
+            task=Task.model_validate(task),
             change=claimed_change(TaskType(task.type), change.spec if change else {}, read),
             deployment=read,
             actions_token=issued.token,
@@ -261,7 +257,9 @@ def renew_lease(session: Session, agent: AgentIdentity, task_id: int, lease: tim
         )
         .values(lease_expires_at=utcnow() + lease)
     )
-    return Task.of(held_task(session, agent, task_id))  # raises, saying why, when the agent does not hold it
+    return Task.model_validate(
+        held_task(session, agent, task_id)
+    )  # raises, saying why, when the agent does not hold it
 
 
 def end_claimed_task(
@@ -275,7 +273,7 @@ def end_claimed_task(
     """End a task the agent ran; revokes its actions token and sets the deployment's status."""
     task = held_task(session, agent, task_id)
     _end(session, task, error=error, result=dict(result) if result else None)
-    return Task.of(task)
+    return Task.model_validate(task)
 
 
 def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str, object] | None) -> None:
@@ -303,4 +301,4 @@ def report_components(
         raise NotFound(f'There is no deployment "{name}" in cluster {agent.cluster}.', field="name")
     deployment.components_status = [status.model_dump(mode="json") for status in statuses]
     deployment.components_status_at = utcnow()
-    return Deployment.of(deployment)
+    return Deployment.model_validate(deployment)

@@ -23,6 +23,7 @@ from styrmin_backend.domain.login_throttle import (
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.users import ACTIONS_USERNAME, check_login_allowed
 from styrmin_backend.services.principal import ACTIONS_TOKEN_KIND, Principal
+from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_token, new_token, verify_password
 from styrmin_backend.services.users import User
 from styrmin_backend.store.models import DeploymentRow, LoginFailureRow, TaskRow, TokenRow, UserRow
@@ -233,8 +234,7 @@ def revoke_actions_token(session: Session, token_id: int) -> None:
     )
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(ReadModel):
     """A token as its owner sees it in a list: its name, kind and lifetime; never the token or its hash."""
 
     id: int
@@ -243,13 +243,7 @@ class Token:
     created_at: datetime
     expires_at: datetime
 
-    @classmethod
-    def of(cls, row: TokenRow) -> Token:
-        return cls(
-            id=row.id, name=row.name, kind=row.kind, created_at=row.created_at, expires_at=row.expires_at
-        )
-
 
 def live_tokens(session: Session, user_id: int) -> list[Token]:
     """The tokens of ``user_id`` that are neither revoked nor expired, newest first, as read models."""
-    return [Token.of(row) for row in list_tokens(session, user_id)]
+    return [Token.model_validate(row) for row in list_tokens(session, user_id)]

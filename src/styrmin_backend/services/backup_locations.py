@@ -19,14 +19,14 @@ from styrmin_backend.domain.backup_locations import BackupLocation, LocationStat
 from styrmin_backend.domain.deployments import check_cluster_name
 from styrmin_backend.domain.errors import Conflict, NotFound
 from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.store.models import BackupLocationRow
 
 MAX_CHECK_ERROR = 2000
 """How much of an agent's report on a failed check is kept."""
 
 
-@dataclass(frozen=True)
-class StoredLocation:
+class StoredLocation(ReadModel):
     """A backup location as set for a cluster, and how its agent's check went."""
 
     id: int
@@ -38,22 +38,9 @@ class StoredLocation:
     requested_at: datetime
     checked_at: datetime | None
 
-    @classmethod
-    def of(cls, row: BackupLocationRow) -> StoredLocation:
-        return cls(
-            id=row.id,
-            cluster=row.cluster,
-            location=dict(row.location),
-            status=row.status,
-            error=row.error,
-            requested_by=row.requested_by,
-            requested_at=row.requested_at,
-            checked_at=row.checked_at,
-        )
-
 
 def _stored(row: BackupLocationRow | None) -> StoredLocation | None:
-    return StoredLocation.of(row) if row is not None else None
+    return StoredLocation.model_validate(row) if row is not None else None
 
 
 @dataclass(frozen=True)
@@ -79,7 +66,7 @@ def set_location(
     )
     session.add(row)
     session.flush()
-    return StoredLocation.of(row)
+    return StoredLocation.model_validate(row)
 
 
 def location_of(session: Session, cluster: str) -> ClusterLocation:
@@ -131,7 +118,7 @@ def record_location_check(
     row.status = (LocationStatus.FAILED if error else LocationStatus.READY).value
     row.error = error[:MAX_CHECK_ERROR] if error else None
     row.checked_at = utcnow()
-    return StoredLocation.of(row)
+    return StoredLocation.model_validate(row)
 
 
 def location_json(session: Session, location_id: int | None) -> dict[str, object] | None:

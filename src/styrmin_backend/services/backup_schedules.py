@@ -10,7 +10,6 @@ backup the same way (see ``backups.request_backup_delete``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select, update
@@ -31,6 +30,7 @@ from styrmin_backend.domain.status import DeploymentStatus
 from styrmin_backend.services import backups
 from styrmin_backend.services.changes import get_deployment
 from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.store.models import BackupRow, BackupScheduleRow, DeploymentRow
 
 log = logging.getLogger("styrmin.schedules")
@@ -38,8 +38,7 @@ log = logging.getLogger("styrmin.schedules")
 MAX_ERROR = 2000
 
 
-@dataclass(frozen=True)
-class BackupSchedule:
+class BackupSchedule(ReadModel):
     """A deployment's backup schedule as set, and how its last due backup went."""
 
     cron: str
@@ -50,19 +49,6 @@ class BackupSchedule:
     last_error: str | None
     updated_by: str
     updated_at: datetime
-
-    @classmethod
-    def of(cls, row: BackupScheduleRow) -> BackupSchedule:
-        return cls(
-            cron=row.cron,
-            keep_count=row.keep_count,
-            keep_days=row.keep_days,
-            next_run_at=row.next_run_at,
-            last_started_at=row.last_started_at,
-            last_error=row.last_error,
-            updated_by=row.updated_by,
-            updated_at=row.updated_at,
-        )
 
 
 def set_schedule(
@@ -81,13 +67,13 @@ def set_schedule(
     row.last_error = None
     row.updated_by, row.updated_at = by.username, now
     session.flush()
-    return BackupSchedule.of(row)
+    return BackupSchedule.model_validate(row)
 
 
 def get_schedule(session: Session, name: str) -> BackupSchedule | None:
     """Deployment ``name``'s backup schedule, or None."""
     row = _schedule_of(session, get_deployment(session, name).id)
-    return BackupSchedule.of(row) if row is not None else None
+    return BackupSchedule.model_validate(row) if row is not None else None
 
 
 def remove_schedule(session: Session, name: str) -> None:

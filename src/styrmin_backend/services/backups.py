@@ -39,14 +39,14 @@ from styrmin_backend.services.changes import (
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import get_driver_row, stored_spec
 from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.store.models import BackupRow, ChangeRow, DriverRow, TaskRow
 
 BACKUP_RESULT_KEY = "backup"
 """Where the agent puts the backup's location and files in a backup task's result."""
 
 
-@dataclass(frozen=True)
-class Backup:
+class Backup(ReadModel):
     """A backup as its record reads: what it was taken of, where its files are, how it ended."""
 
     id: int
@@ -66,28 +66,6 @@ class Backup:
     created_at: datetime
     ended_at: datetime | None
     error: str | None
-
-    @classmethod
-    def of(cls, row: BackupRow) -> Backup:
-        return cls(
-            id=row.id,
-            deployment_name=row.deployment_name,
-            driver_name=row.driver_name,
-            driver_version=row.driver_version,
-            app_version=row.app_version,
-            revision=row.revision,
-            configuration=row.configuration,
-            location=row.location,
-            key=row.key,
-            files=list(row.files),
-            status=row.status,
-            label=row.label,
-            requested_by=row.requested_by,
-            task_id=row.task_id,
-            created_at=row.created_at,
-            ended_at=row.ended_at,
-            error=row.error,
-        )
 
 
 @dataclass(frozen=True)
@@ -162,7 +140,7 @@ def request_backup(
     task = _record_change(session, deployment, TaskType.BACKUP, spec, by, origin)
     backup.revision = task.revision or 0
     backup.task_id = task.id
-    return RecordedBackup(Backup.of(backup), Recorded.of(deployment, task))
+    return RecordedBackup(Backup.model_validate(backup), Recorded.of(deployment, task))
 
 
 def request_restore(session: Session, name: str, backup_id: int, *, by: Principal) -> Recorded:
@@ -228,12 +206,12 @@ def list_backups(session: Session, name: str) -> list[Backup]:
     rows = session.scalars(
         select(BackupRow).where(BackupRow.deployment_id == deployment.id).order_by(BackupRow.id.desc())
     )
-    return [Backup.of(row) for row in rows]
+    return [Backup.model_validate(row) for row in rows]
 
 
 def get_backup(session: Session, backup_id: int) -> Backup:
     """Backup ``backup_id``; raises NotFound."""
-    return Backup.of(_backup_row(session, backup_id, field="backup_id", missing=NotFound))
+    return Backup.model_validate(_backup_row(session, backup_id, field="backup_id", missing=NotFound))
 
 
 def backup_before_upgrade(session: Session, upgrade_task: TaskRow) -> BackupRow | None:
@@ -270,7 +248,7 @@ def way_back(session: Session, task_id: int) -> WayBack | None:
         and task.deployment_id is not None
     ):
         row = backup_before_upgrade(session, task)
-        backup = Backup.of(row) if row is not None else None
+        backup = Backup.model_validate(row) if row is not None else None
     ended = task.status in (TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value)
     return WayBack(task.deployment_name, backup, ended)
 

@@ -55,7 +55,9 @@ class Recorded:
     @classmethod
     def of(cls, deployment: DeploymentRow, task: TaskRow | None) -> Recorded:
         """The change recorded on ``deployment``, read once the change is recorded."""
-        return cls(Deployment.of(deployment), Task.of(task) if task is not None else None)
+        return cls(
+            Deployment.model_validate(deployment), Task.model_validate(task) if task is not None else None
+        )
 
 
 def get_deployment(session: Session, name: str) -> DeploymentRow:
@@ -68,13 +70,13 @@ def get_deployment(session: Session, name: str) -> DeploymentRow:
 
 def read_deployment(session: Session, name: str) -> Deployment:
     """The deployment called ``name`` as the interfaces show it; raises NotFound."""
-    return Deployment.of(get_deployment(session, name))
+    return Deployment.model_validate(get_deployment(session, name))
 
 
 def list_deployments(session: Session) -> list[Deployment]:
     """Every deployment that is not deleted, by name."""
     return [
-        Deployment.of(row)
+        Deployment.model_validate(row)
         for row in session.scalars(
             select(DeploymentRow)
             .where(DeploymentRow.status != DeploymentStatus.DELETED.value)

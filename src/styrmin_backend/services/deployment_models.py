@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from styrmin_backend.store.models import DeploymentRow
+from styrmin_backend.services.read_model import ReadModel
 
 
-@dataclass(frozen=True)
-class Deployment:
+class Deployment(ReadModel):
     """A deployment as asked for (versions, configuration, stopped components) and as the cluster
     last ran it; ``status`` is the stored one, the status rule's answer is read beside it."""
 
@@ -31,25 +29,3 @@ class Deployment:
     last_revision: int
     created_at: datetime
     updated_at: datetime
-
-    @classmethod
-    def of(cls, row: DeploymentRow) -> Deployment:
-        return cls(
-            id=row.id,
-            name=row.name,
-            namespace=row.namespace,
-            cluster=row.cluster,
-            driver_name=row.driver_name,
-            driver_version=row.driver_version,
-            app_version=row.app_version,
-            configuration=dict(row.configuration),
-            stopped_components=list(row.stopped_components or []),
-            running_app_version=row.running_app_version,
-            running_driver_version=row.running_driver_version,
-            components_status=list(row.components_status) if row.components_status is not None else None,
-            components_status_at=row.components_status_at,
-            status=row.status,
-            last_revision=row.last_revision,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-        )

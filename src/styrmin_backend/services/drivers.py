@@ -23,6 +23,7 @@ from styrmin_backend.drivers import (
     read_driver_archive,
     validate_driver,
 )
+from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.store.models import DriverRow
 
 
@@ -36,8 +37,7 @@ class DriverInfo:
     default_app_version: str
 
 
-@dataclass(frozen=True)
-class Driver:
+class Driver(ReadModel):
     """A stored driver version as pushed: its spec, archive and checksum, who pushed it and when."""
 
     id: int
@@ -48,19 +48,6 @@ class Driver:
     archive: bytes
     pushed_by: str
     pushed_at: datetime
-
-    @classmethod
-    def of(cls, row: DriverRow) -> Driver:
-        return cls(
-            id=row.id,
-            name=row.name,
-            version=row.version,
-            checksum=row.checksum,
-            spec=row.spec,
-            archive=row.archive,
-            pushed_by=row.pushed_by,
-            pushed_at=row.pushed_at,
-        )
 
 
 @dataclass(frozen=True)
@@ -114,7 +101,7 @@ def get_driver_row(session: Session, name: str, version: str) -> DriverRow:
 
 def get_driver(session: Session, name: str, version: str) -> Driver:
     """The stored driver ``name@version``; raises NotFound naming what is stored instead."""
-    return Driver.of(get_driver_row(session, name, version))
+    return Driver.model_validate(get_driver_row(session, name, version))
 
 
 def get_driver_info(session: Session, name: str, version: str) -> DriverInfo:
@@ -128,7 +115,8 @@ def get_driver_info(session: Session, name: str, version: str) -> DriverInfo:
 def list_drivers(session: Session) -> list[Driver]:
     """Every stored driver version, by name then push order."""
     return [
-        Driver.of(row) for row in session.scalars(select(DriverRow).order_by(DriverRow.name, DriverRow.id))
+        Driver.model_validate(row)
+        for row in session.scalars(select(DriverRow).order_by(DriverRow.name, DriverRow.id))
     ]
 
 
@@ -199,7 +187,7 @@ def push_driver(session: Session, package: DriverPackage, report: DriverReport, 
     ).first()
     if existing is not None:
         if existing.checksum == package.checksum:
-            return Pushed(Driver.of(existing), created=False)
+            return Pushed(Driver.model_validate(existing), created=False)
         raise Conflict(
             f"{package.name}@{package.version} is already stored with other content (checksum "
             f"{existing.checksum[:19]}, yours {package.checksum[:19]}); a pushed version never changes. "
@@ -217,4 +205,4 @@ def push_driver(session: Session, package: DriverPackage, report: DriverReport, 
     )
     session.add(row)
     session.flush()
-    return Pushed(Driver.of(row), created=True)
+    return Pushed(Driver.model_validate(row), created=True)

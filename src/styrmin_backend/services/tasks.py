@@ -82,8 +82,8 @@ def list_tasks(
     rows = list(session.scalars(query))
     size = min(limit, MAX_PAGE_SIZE)
     if len(rows) > size:
-        return TaskPage([Task.of(row) for row in rows[:size]], rows[size - 1].id)
-    return TaskPage([Task.of(row) for row in rows], None)
+        return TaskPage([Task.model_validate(row) for row in rows[:size]], rows[size - 1].id)
+    return TaskPage([Task.model_validate(row) for row in rows], None)
 
 
 def get_task_detail(session: Session, task_id: int) -> TaskDetail:
@@ -99,7 +99,7 @@ def get_task_detail(session: Session, task_id: int) -> TaskDetail:
         select(TaskRow).where(TaskRow.parent_task_id == task_id).order_by(TaskRow.id)
     ):
         if child.parent_step_id is not None:
-            started.setdefault(child.parent_step_id, []).append(Task.of(child))
+            started.setdefault(child.parent_step_id, []).append(Task.model_validate(child))
     started_by = None
     if task.parent_task_id is not None and task.parent_step_id is not None:
         found = session.execute(
@@ -109,7 +109,9 @@ def get_task_detail(session: Session, task_id: int) -> TaskDetail:
         ).one_or_none()
         if found is not None:
             started_by = StartedBy(task.parent_task_id, found.type, task.parent_step_id, found.name)
-    return TaskDetail(Task.of(task), [Step.of(step) for step in steps], started, started_by)
+    return TaskDetail(
+        Task.model_validate(task), [Step.model_validate(step) for step in steps], started, started_by
+    )
 
 
 def task_is_waiting(session: Session, task_id: int) -> bool:

@@ -114,14 +114,14 @@ def add_step(session: Session, task_id: int, name: str, *, started: bool = True)
     )
     session.add(row)
     session.flush()
-    return task_models.Step.of(row)
+    return task_models.Step.model_validate(row)
 
 
 def add_step_note(session: Session, step_id: int, note: str) -> task_models.Step:
     """Add a note to a step (for example the line naming a deleted Job)."""
     row = _step_row(session, step_id)
     row.notes = [*row.notes, redact(note)]
-    return task_models.Step.of(row)
+    return task_models.Step.model_validate(row)
 
 
 def set_step_output(
@@ -131,7 +131,7 @@ def set_step_output(
     row = _step_row(session, step_id)
     row.output_tail = redact(output_tail)
     row.output_truncated = output_truncated
-    return task_models.Step.of(row)
+    return task_models.Step.model_validate(row)
 
 
 def end_step(session: Session, step_id: int, *, error: str | None = None) -> task_models.Step:
@@ -143,7 +143,7 @@ def end_step(session: Session, step_id: int, *, error: str | None = None) -> tas
     else:
         step.fail(utcnow(), redact(error))
     _write_step(step, row)
-    return task_models.Step.of(row)
+    return task_models.Step.model_validate(row)
 
 
 def end_task(

@@ -109,7 +109,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                 return None, agent.cluster
             observe_claim(claimed.task.created_at, claimed.task.started_at)
             return ClaimOut(
-                task=TaskSummary.of(claimed.task),
+                task=TaskSummary.model_validate(claimed.task),
                 change_type=claimed.task.type,
                 change=claimed.change,
                 deployment=DeploymentOut.of(claimed.deployment, with_secrets=True),
@@ -133,7 +133,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
 @router.post("/tasks/{task_id}/lease", response_model=TaskSummary)
 def renew_lease(task_id: IdParam, body: ClaimRequest, db: Db, agent: Agent) -> TaskSummary:
     """Renew the lease of a task the agent is running."""
-    return TaskSummary.of(agents.renew_lease(db, agent, task_id, body.lease))
+    return TaskSummary.model_validate(agents.renew_lease(db, agent, task_id, body.lease))
 
 
 @router.post("/tasks/{task_id}/steps", response_model=StepRef, status_code=201)
@@ -147,7 +147,7 @@ def add_step(task_id: IdParam, body: StepCreateRequest, db: Db, agent: Agent) ->
 @router.post("/tasks/{task_id}/end", response_model=TaskSummary)
 def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> TaskSummary:
     """End a task: failed with an error, or succeeded. Its actions token is revoked."""
-    return TaskSummary.of(
+    return TaskSummary.model_validate(
         agents.end_claimed_task(
             db,
             agent,

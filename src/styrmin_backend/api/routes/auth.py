@@ -83,7 +83,7 @@ def logout(request: Request, db: Db, principal: Reader, response: Response) -> N
 @router.get("/auth/tokens", response_model=list[TokenOut])
 def list_tokens(db: Db, principal: Reader) -> list[TokenOut]:
     """Your tokens that are neither revoked nor expired."""
-    return [TokenOut.of(token) for token in auth.live_tokens(db, principal.user_id)]
+    return [TokenOut.model_validate(token) for token in auth.live_tokens(db, principal.user_id)]
 
 
 # Read-only users may make tokens for themselves: a token never gives more than its user's role.

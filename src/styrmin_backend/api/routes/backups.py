@@ -9,28 +9,27 @@ from fastapi import Path, Response
 from pydantic import BaseModel, Field, StrictInt
 
 from styrmin_backend.api.deps import Db, Reader, Writer, api_router
-from styrmin_backend.api.schemas import MAX_ID, ChangeOut, DeploymentOut, Strict, TaskSummary
+from styrmin_backend.api.schemas import MAX_ID, Answer, ChangeOut, DeploymentOut, Strict, TaskSummary
 from styrmin_backend.domain.backups import BackupLabel, BackupStatus
 from styrmin_backend.domain.errors import NotFound
 from styrmin_backend.services import backup_schedules, backups, changes
 from styrmin_backend.services.backup_schedules import BackupSchedule
-from styrmin_backend.services.backups import Backup
 
 router = api_router(tags=["backups"])
 DeploymentName = Annotated[str, Path(max_length=53)]
 BackupId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
-class BackupFileOut(BaseModel):
+class BackupFileOut(Answer):
     name: str = Field(description="Path of the file inside the backup's folder.")
     size: int = Field(description="Size in bytes.")
     sha256: str = Field(description="SHA-256 of the content, hex.")
 
 
-class BackupOut(BaseModel):
+class BackupOut(Answer):
     id: int
-    deployment: str
-    driver: str
+    deployment: str = Field(validation_alias="deployment_name")
+    driver: str = Field(validation_alias="driver_name")
     driver_version: str = Field(description="The driver version whose backup hook took it (and restores it).")
     app_version: str = Field(description="The application version the deployment ran when it was taken.")
     revision: int = Field(description="Revision of the backup's change.")
@@ -45,28 +44,6 @@ class BackupOut(BaseModel):
     created_at: datetime
     ended_at: datetime | None
     error: str | None
-
-    @classmethod
-    def of(cls, row: Backup) -> BackupOut:
-        return cls(
-            id=row.id,
-            deployment=row.deployment_name,
-            driver=row.driver_name,
-            driver_version=row.driver_version,
-            app_version=row.app_version,
-            revision=row.revision,
-            configuration=row.configuration,
-            location=row.location,
-            key=row.key,
-            files=[BackupFileOut.model_validate(f) for f in row.files],
-            status=BackupStatus(row.status),
-            label=BackupLabel(row.label),
-            requested_by=row.requested_by,
-            task_id=row.task_id,
-            created_at=row.created_at,
-            ended_at=row.ended_at,
-            error=row.error,
-        )
 
 
 class BackupRequest(Strict):
@@ -88,7 +65,7 @@ class RestoreRequest(Strict):
 @router.get("/deployments/{name}/backups", response_model=list[BackupOut])
 def list_backups(name: DeploymentName, db: Db, _: Reader) -> list[BackupOut]:
     """The backups of a deployment, newest first."""
-    return [BackupOut.of(row) for row in backups.list_backups(db, name)]
+    return [BackupOut.model_validate(row) for row in backups.list_backups(db, name)]
 
 
 @router.post("/deployments/{name}/backups", response_model=BackupChangeOut, status_code=202)
@@ -99,16 +76,16 @@ def create_backup(name: DeploymentName, body: BackupRequest, db: Db, principal: 
     taken = backups.request_backup(db, name, by=principal, origin=origin)
     assert taken.recorded.task is not None
     return BackupChangeOut(
-        backup=BackupOut.of(taken.backup),
+        backup=BackupOut.model_validate(taken.backup),
         deployment=DeploymentOut.of(taken.recorded.deployment),
-        task=TaskSummary.of(taken.recorded.task),
+        task=TaskSummary.model_validate(taken.recorded.task),
     )
 
 
 @router.get("/backups/{backup_id}", response_model=BackupOut)
 def get_backup(backup_id: BackupId, db: Db, _: Reader) -> BackupOut:
     """One backup with its files."""
-    return BackupOut.of(backups.get_backup(db, backup_id))
+    return BackupOut.model_validate(backups.get_backup(db, backup_id))
 
 
 @router.delete("/backups/{backup_id}", response_model=ChangeOut, status_code=202)
@@ -118,7 +95,7 @@ def delete_backup(backup_id: BackupId, db: Db, principal: Writer) -> ChangeOut:
     recorded = backups.request_backup_delete(db, backup_id, by=principal)
     return ChangeOut(
         deployment=DeploymentOut.of(recorded.deployment),
-        task=TaskSummary.of(recorded.task) if recorded.task else None,
+        task=TaskSummary.model_validate(recorded.task) if recorded.task else None,
     )
 
 
@@ -129,11 +106,11 @@ def restore_backup(name: DeploymentName, body: RestoreRequest, db: Db, principal
     recorded = backups.request_restore(db, name, body.backup_id, by=principal)
     return ChangeOut(
         deployment=DeploymentOut.of(recorded.deployment),
-        task=TaskSummary.of(recorded.task) if recorded.task else None,
+        task=TaskSummary.model_validate(recorded.task) if recorded.task else None,
     )
 
 
-class BackupScheduleOut(BaseModel):
+class BackupScheduleOut(Answer):
     deployment: str
     cron: str = Field(description="Five-field cron expression, in UTC.")
     keep_count: int | None = Field(description="Scheduled backups kept, newest first; null: no limit.")
@@ -151,18 +128,8 @@ class BackupScheduleRequest(Strict):
     keep_days: StrictInt | None = Field(default=None, description="Delete scheduled backups older than this.")
 
 
-def _schedule_out(name: str, row: BackupSchedule) -> BackupScheduleOut:
-    return BackupScheduleOut(
-        deployment=name,
-        cron=row.cron,
-        keep_count=row.keep_count,
-        keep_days=row.keep_days,
-        next_run_at=row.next_run_at,
-        last_started_at=row.last_started_at,
-        last_error=row.last_error,
-        updated_by=row.updated_by,
-        updated_at=row.updated_at,
-    )
+def _schedule_out(name: str, schedule: BackupSchedule) -> BackupScheduleOut:
+    return BackupScheduleOut.model_validate({**dict(schedule), "deployment": name})
 
 
 @router.get("/deployments/{name}/backup-schedule", response_model=BackupScheduleOut)

@@ -27,7 +27,7 @@ def change_out(db: Db, recorded: changes.Recorded) -> ChangeOut:
     """A recorded change: the deployment as it is now, and the task that carries the change out."""
     return ChangeOut(
         deployment=deployment_out(db, recorded.deployment),
-        task=TaskSummary.of(recorded.task) if recorded.task else None,
+        task=TaskSummary.model_validate(recorded.task) if recorded.task else None,
     )
 
 

@@ -41,7 +41,9 @@ def list_tasks(
     page = tasks.list_tasks(
         db, deployment=deployment, task_type=type, status=status, limit=limit, before=before
     )
-    return TaskPageOut(items=[TaskSummary.of(row) for row in page.items], next_before=page.next_before)
+    return TaskPageOut(
+        items=[TaskSummary.model_validate(row) for row in page.items], next_before=page.next_before
+    )
 
 
 @router.get("/tasks/{task_id}", response_model=TaskOut)

@@ -18,31 +18,33 @@ router = api_router(tags=["users"])
 @router.get("/users", response_model=list[UserOut])
 def list_users(db: Db, _: Reader) -> list[UserOut]:
     """Every user, styrmin-actions included (marked built-in)."""
-    return [UserOut.of(row) for row in users.list_users(db)]
+    return [UserOut.model_validate(row) for row in users.list_users(db)]
 
 
 @router.get("/users/{username}", response_model=UserOut)
 def get_user(username: str, db: Db, _: Reader) -> UserOut:
     """One user."""
-    return UserOut.of(users.get_user(db, username))
+    return UserOut.model_validate(users.get_user(db, username))
 
 
 @router.post("/users", response_model=UserOut, status_code=201)
 def create_user(body: UserCreateRequest, db: Db, _: Admin) -> UserOut:
     """Make a user with a role and a password."""
-    return UserOut.of(users.create_user(db, body.username, body.role, body.password))
+    return UserOut.model_validate(users.create_user(db, body.username, body.role, body.password))
 
 
 @router.patch("/users/{username}", response_model=UserOut)
 def update_user(username: str, body: UserUpdateRequest, db: Db, principal: Admin) -> UserOut:
     """Change a user's role, or deactivate or activate it (its tokens are refused while deactivated)."""
-    return UserOut.of(users.update_user(db, username, by=principal, role=body.role, is_active=body.active))
+    return UserOut.model_validate(
+        users.update_user(db, username, by=principal, role=body.role, is_active=body.active)
+    )
 
 
 @router.put("/users/{username}/password", response_model=UserOut)
 def set_password(username: str, body: PasswordRequest, db: Db, _: Admin) -> UserOut:
     """Set a user's password (refused for built-in users)."""
-    return UserOut.of(users.set_password(db, username, body.password))
+    return UserOut.model_validate(users.set_password(db, username, body.password))
 
 
 @router.post("/users/{username}/password/reset", response_model=PasswordResetOut)
