@@ -64,6 +64,11 @@ class BackupLocation:
         where = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
 
+    @property
+    def secret_reference(self) -> str | None:
+        """``NAMESPACE/NAME`` of the Secret holding the credentials, or None (a folder needs none)."""
+        return f"{self.secret_namespace}/{self.secret_name}" if self.secret_name else None
+
     def url(self, key: str) -> str:
         """Where one backup's files are: a folder path, or an ``s3://`` URL ending in ``/``."""
         if self.kind is LocationKind.FOLDER:

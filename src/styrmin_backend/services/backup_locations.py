@@ -38,6 +38,11 @@ class StoredLocation(ReadModel):
     requested_at: datetime
     checked_at: datetime | None
 
+    @property
+    def where(self) -> BackupLocation:
+        """The location itself, read from its stored form."""
+        return BackupLocation.from_json(self.location)
+
 
 def _stored(row: BackupLocationRow | None) -> StoredLocation | None:
     return StoredLocation.model_validate(row) if row is not None else None

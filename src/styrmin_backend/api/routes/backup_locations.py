@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -9,8 +10,8 @@ from fastapi import Path
 from pydantic import BaseModel, Field
 
 from styrmin_backend.api.deps import Admin, Db, Reader, api_router
-from styrmin_backend.api.schemas import Strict
-from styrmin_backend.domain.backup_locations import BackupLocation, LocationStatus, check_location
+from styrmin_backend.api.schemas import Answer, Strict
+from styrmin_backend.domain.backup_locations import LocationStatus, check_location
 from styrmin_backend.services import backup_locations
 from styrmin_backend.services.backup_locations import StoredLocation
 
@@ -18,7 +19,7 @@ router = api_router(tags=["backups"])
 ClusterName = Annotated[str, Path(max_length=64)]
 
 
-class BackupLocationOut(BaseModel):
+class BackupLocationOut(Answer):
     """A location as set: where, never credentials (only the Secret that holds them)."""
 
     id: int
@@ -40,25 +41,17 @@ class BackupLocationOut(BaseModel):
     checked_at: datetime | None
 
     @classmethod
-    def of(cls, row: StoredLocation) -> BackupLocationOut:
-        location = BackupLocation.from_json(row.location)
-        secret = f"{location.secret_namespace}/{location.secret_name}" if location.secret_name else None
-        return cls(
-            id=row.id,
-            cluster=row.cluster,
-            kind=location.kind.value,
-            description=location.describe(),
-            folder=location.folder,
-            bucket=location.bucket,
-            prefix=location.prefix,
-            endpoint_url=location.endpoint_url,
-            region=location.region,
-            secret=secret,
-            status=LocationStatus(row.status),
-            error=row.error,
-            requested_by=row.requested_by,
-            requested_at=row.requested_at,
-            checked_at=row.checked_at,
+    def of(cls, stored: StoredLocation) -> BackupLocationOut:
+        """The location as set, its stored form read through the domain's ``BackupLocation``."""
+        where = stored.where
+        return cls.model_validate(
+            {
+                **dict(stored),
+                **asdict(where),
+                "kind": where.kind.value,
+                "description": where.describe(),
+                "secret": where.secret_reference,
+            }
         )
 
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from styrmin_backend.domain.backup_locations import BackupLocation, check_location
+from styrmin_backend.domain.backup_locations import check_location
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.services import backup_locations
@@ -33,12 +33,10 @@ def location_view(row: StoredLocation | None) -> dict[str, object] | None:
     """A location as pages show it: where, its Secret's reference, never credentials."""
     if row is None:
         return None
-    location = BackupLocation.from_json(row.location)
-    secret = f"{location.secret_namespace}/{location.secret_name}" if location.secret_name else None
     return {
         "id": row.id,
-        "description": location.describe(),
-        "secret": secret,
+        "description": row.where.describe(),
+        "secret": row.where.secret_reference,
         "status": row.status,
         "error": row.error,
         "requested_by": row.requested_by,
