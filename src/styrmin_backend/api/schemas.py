@@ -175,9 +175,8 @@ class ConfigurationIn(Strict):
     ] = Field(default_factory=dict, description="Env vars per component, set on its component container.")
 
     def to_domain(self) -> DeploymentConfiguration:
-        return DeploymentConfiguration(
-            values=self.values, images=dict(self.images), env={k: dict(v) for k, v in self.env.items()}
-        )
+        """The configuration the services take (validated by the same rules, frozen)."""
+        return DeploymentConfiguration.model_validate(self.model_dump())
 
 
 class DeploymentCreateRequest(Strict):
