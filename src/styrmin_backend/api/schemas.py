@@ -25,7 +25,6 @@ from styrmin_backend.domain.status import DeploymentStatus, Status
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.drivers import ActionSummary, ComponentSummary, DeploymentConfiguration, DriverSpec
 from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
-from styrmin_backend.services.agents import Agent
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.tasks import TaskDetail
@@ -382,22 +381,12 @@ class AgentCreateRequest(Strict):
     cluster: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "local"
 
 
-class AgentOut(BaseModel):
+class AgentOut(Answer):
     name: str
     cluster: str
     created_at: datetime
     revoked: bool
     last_seen_at: datetime | None
-
-    @classmethod
-    def of(cls, agent: Agent) -> AgentOut:
-        return cls(
-            name=agent.name,
-            cluster=agent.cluster,
-            created_at=agent.created_at,
-            revoked=agent.revoked_at is not None,
-            last_seen_at=agent.last_seen_at,
-        )
 
 
 class IssuedAgentKeyOut(BaseModel):

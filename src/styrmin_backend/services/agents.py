@@ -49,6 +49,11 @@ class Agent(ReadModel):
     revoked_at: datetime | None
     last_seen_at: datetime | None
 
+    @property
+    def revoked(self) -> bool:
+        """Whether an administrator revoked the agent (its key no longer works)."""
+        return self.revoked_at is not None
+
 
 @dataclass(frozen=True)
 class Claim:

@@ -20,14 +20,14 @@ from styrmin_backend.domain.users import (
     check_username,
 )
 from styrmin_backend.services.principal import Principal
+from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_password, new_password
 from styrmin_backend.store.models import UserRow
 
 ADMIN_PASSWORD_FILE = "admin-password.txt"  # noqa: S105 - a file name
 
 
-@dataclass(frozen=True)
-class User:
+class User(ReadModel):
     """A user as others may see it: name, role, whether it is active or built in; never its password."""
 
     id: int
@@ -38,27 +38,15 @@ class User:
     has_password: bool
     created_at: datetime
 
-    @classmethod
-    def of(cls, row: UserRow) -> User:
-        return cls(
-            id=row.id,
-            username=row.username,
-            role=row.role,
-            is_active=row.is_active,
-            is_builtin=row.is_builtin,
-            has_password=row.password_hash is not None,
-            created_at=row.created_at,
-        )
-
 
 def list_users(session: Session) -> list[User]:
     """Every user, built-in ones included, by name."""
-    return [User.of(row) for row in session.scalars(select(UserRow).order_by(UserRow.username))]
+    return [User.model_validate(row) for row in session.scalars(select(UserRow).order_by(UserRow.username))]
 
 
 def get_user(session: Session, username: str) -> User:
     """The user called ``username``; raises NotFound."""
-    return User.of(_user_row(session, username))
+    return User.model_validate(_user_row(session, username))
 
 
 def _user_row(session: Session, username: str) -> UserRow:
@@ -84,7 +72,7 @@ def create_user(session: Session, username: str, role: Role, password: str) -> U
     )
     session.add(user)
     session.flush()
-    return User.of(user)
+    return User.model_validate(user)
 
 
 def update_user(
@@ -101,7 +89,7 @@ def update_user(
         user.role = role.value
     if is_active is not None:
         user.is_active = is_active
-    return User.of(user)
+    return User.model_validate(user)
 
 
 def set_password(session: Session, username: str, password: str) -> User:
@@ -110,7 +98,7 @@ def set_password(session: Session, username: str, password: str) -> User:
     check_password(password)
     user = _user_row(session, username)
     user.password_hash = hash_password(password)
-    return User.of(user)
+    return User.model_validate(user)
 
 
 def reset_password(session: Session, username: str) -> str:

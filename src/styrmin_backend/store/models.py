@@ -62,6 +62,11 @@ class UserRow(Base):
     is_builtin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime]
 
+    @property
+    def has_password(self) -> bool:
+        """Whether the user has a password (built-in users have none), never which."""
+        return self.password_hash is not None
+
 
 class TokenRow(Base):
     __tablename__ = "tokens"

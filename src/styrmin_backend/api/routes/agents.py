@@ -17,16 +17,16 @@ router = api_router(tags=["agents"])
 def create_agent(body: AgentCreateRequest, db: Db, _: Admin) -> IssuedAgentKeyOut:
     """Register an agent for a cluster; its key is shown only in this answer."""
     row, key = agents.create_agent(db, body.name, body.cluster)
-    return IssuedAgentKeyOut(agent=AgentOut.of(row), key=key)
+    return IssuedAgentKeyOut(agent=AgentOut.model_validate(row), key=key)
 
 
 @router.get("/agents", response_model=list[AgentOut])
 def list_agents(db: Db, _: Admin) -> list[AgentOut]:
     """Every registered agent."""
-    return [AgentOut.of(row) for row in agents.list_agents(db)]
+    return [AgentOut.model_validate(row) for row in agents.list_agents(db)]
 
 
 @router.delete("/agents/{name}", response_model=AgentOut)
 def revoke_agent(name: Annotated[str, Path(max_length=64)], db: Db, _: Admin) -> AgentOut:
     """Revoke an agent's key."""
-    return AgentOut.of(agents.revoke_agent(db, name))
+    return AgentOut.model_validate(agents.revoke_agent(db, name))

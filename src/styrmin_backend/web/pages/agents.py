@@ -39,26 +39,23 @@ _AGENT_FIELDS = {"name": "name", "cluster": "cluster"}
 
 @dataclass(frozen=True)
 class AgentView:
-    """An agent as the page shows it."""
+    """An agent as the page shows it, with whether it is connected."""
 
-    name: str
-    cluster: str
-    created_at: datetime
-    last_seen_at: datetime | None
+    agent: Agent
     state: str
     """``connected``, ``not-connected``, ``never-connected`` or ``revoked``."""
 
     @classmethod
-    def of(cls, row: Agent, now: datetime) -> AgentView:
-        if row.revoked_at is not None:
+    def of(cls, agent: Agent, now: datetime) -> AgentView:
+        if agent.revoked:
             state = "revoked"
-        elif row.last_seen_at is None:
+        elif agent.last_seen_at is None:
             state = "never-connected"
-        elif now - as_utc(row.last_seen_at) <= CONNECTED_WITHIN:
+        elif now - as_utc(agent.last_seen_at) <= CONNECTED_WITHIN:
             state = "connected"
         else:
             state = "not-connected"
-        return cls(row.name, row.cluster, row.created_at, row.last_seen_at, state)
+        return cls(agent, state)
 
 
 @dataclass(frozen=True)
