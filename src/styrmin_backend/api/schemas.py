@@ -426,7 +426,7 @@ class StepCreateRequest(Strict):
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
-class StepRef(BaseModel):
+class StepRef(Answer):
     id: int
     task_id: int
     name: str

@@ -141,7 +141,7 @@ def add_step(task_id: IdParam, body: StepCreateRequest, db: Db, agent: Agent) ->
     """Start the next step of a task the agent is running."""
     agents.held_task(db, agent, task_id)
     step = workflow.add_step(db, task_id, body.name)
-    return StepRef(id=step.id, task_id=task_id, name=step.name, status=step.status)
+    return StepRef.model_validate(step)
 
 
 @router.post("/tasks/{task_id}/end", response_model=TaskSummary)
@@ -162,7 +162,7 @@ def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> Ta
 def add_note(step_id: IdParam, body: StepNoteRequest, request: Request, db: Db) -> StepRef:
     """Add a note to a step (for example the line naming a deleted Job)."""
     step = workflow.add_step_note(db, _writable_step(request, db, step_id), body.note)
-    return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
+    return StepRef.model_validate(step)
 
 
 @router.put("/steps/{step_id}/output", response_model=StepRef)
@@ -171,7 +171,7 @@ def set_output(step_id: IdParam, body: StepOutputRequest, request: Request, db: 
     step = workflow.set_step_output(
         db, _writable_step(request, db, step_id), body.output_tail, body.output_truncated
     )
-    return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
+    return StepRef.model_validate(step)
 
 
 @router.put("/steps/{step_id}/flow-run", response_model=StepRef)
@@ -179,7 +179,7 @@ def set_flow_run(step_id: IdParam, body: StepFlowRunRequest, db: Db, agent: Agen
     """Record the Prefect flow run that runs the step's action."""
     agents.held_task(db, agent, workflow.task_of_step(db, step_id))
     step = workflow.set_step_flow_run(db, step_id, body.flow_run_id)
-    return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
+    return StepRef.model_validate(step)
 
 
 @router.post("/steps/{step_id}/end", response_model=StepRef)
@@ -188,7 +188,7 @@ def end_step(step_id: IdParam, body: StepEndRequest, db: Db, agent: Agent) -> St
     agents.held_task(db, agent, workflow.task_of_step(db, step_id))
     step = workflow.end_step(db, step_id, error=body.error)
     observe_step(step.status, step.started_at, step.ended_at)
-    return StepRef(id=step.id, task_id=step.task_id, name=step.name, status=step.status)
+    return StepRef.model_validate(step)
 
 
 @router.get(
