@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from styrmin_backend.domain.login_throttle import MAX_BLOCK, block_for
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.secrets import (
     ENCRYPTED,
     SECRET_SET,
     conceal,
+    conceal_configuration,
     decrypt_configuration,
     encrypt_configuration,
     has_plain_secrets,
@@ -89,3 +92,29 @@ def test_encryption_seals_exactly_the_secret_values_and_opens_them_back() -> Non
     assert decrypt_configuration(sealed, cipher) == configuration
     assert decrypt_configuration(configuration, cipher) == configuration  # plain values read as they are
     assert has_plain_secrets(configuration) and not has_plain_secrets(sealed)
+
+
+def test_what_is_concealed_is_exactly_what_is_sealed() -> None:
+    configuration = {
+        "values": {"db": {"password": "pw", "url": "https://u:pw@h/x", "port": 5432}, "apiKey": ["a"]},
+        "env": {"web": {"DATABASE_URL": "postgres://u:pw@db/x", "SECRET_KEY": "s", "LEVEL": "info"}},
+    }
+    concealed = conceal_configuration(configuration)
+    sealed = encrypt_configuration(configuration, _Reversing())
+
+    def changed(before: Any, after: Any, path: str = "") -> set[str]:
+        if isinstance(before, dict) and isinstance(after, dict) and set(before) == set(after):
+            return {p for k in before for p in changed(before[k], after[k], f"{path}/{k}")}
+        return {path} if before != after else set()
+
+    assert (
+        changed(configuration, concealed)
+        == changed(configuration, sealed)
+        == {
+            "/values/db/password",
+            "/values/db/url",
+            "/values/apiKey",
+            "/env/web/DATABASE_URL",
+            "/env/web/SECRET_KEY",
+        }
+    )
