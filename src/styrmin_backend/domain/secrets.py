@@ -7,8 +7,8 @@ stands. The API, the CLI, the pages, the logs and the actions' Prefect parameter
 A secret value is never shown: ``conceal`` replaces it with ``SECRET_SET``. A configuration sent
 back with ``SECRET_SET`` (or a URL whose password is ``SECRET_SET``) where a secret was keeps the
 stored secret (``keep_concealed``), so an operator can change other values without knowing it.
-Concealing, sealing for the database (``encrypt_configuration``) and ``has_plain_secrets`` are
-uses of one walk, ``map_secret_values``.
+Concealing, sealing for the database (``encrypt_configuration``), ``has_plain_secrets`` and the
+values to redact (``secret_values``) are uses of one walk, ``map_secret_values``.
 """
 
 from __future__ import annotations
@@ -134,33 +134,23 @@ def secret_values(data: Any) -> set[str]:
     """The secret values in ``data`` (a configuration, an action's parameters), to redact from text."""
     found: set[str] = set()
 
-    def walk(sent: Any, concealed: Any) -> None:
-        if isinstance(sent, dict) and isinstance(concealed, dict):
-            for k, v in sent.items():
-                walk(v, concealed.get(k))
-        elif isinstance(sent, list) and isinstance(concealed, list):
-            for s, c in zip(sent, concealed, strict=False):
-                walk(s, c)
-        elif sent != concealed:
-            if isinstance(sent, str):
-                found.add(sent)
-            elif sent is not None and not isinstance(sent, (dict, list)):
-                found.add(str(sent))
-            else:
-                walk_all(sent)
+    def collect(value: Any, whole: bool) -> Any:
+        _add_leaves(value, found)
+        return value
 
-    def walk_all(data: Any) -> None:
-        if isinstance(data, dict):
-            for v in data.values():
-                walk_all(v)
-        elif isinstance(data, list):
-            for v in data:
-                walk_all(v)
-        elif data not in (None, ""):
-            found.add(str(data))
-
-    walk(data, conceal(data))
+    map_secret_values(data, collect)
     return {value for value in found if len(value) >= 4}
+
+
+def _add_leaves(data: Any, found: set[str]) -> None:
+    if isinstance(data, dict):
+        for value in data.values():
+            _add_leaves(value, found)
+    elif isinstance(data, list):
+        for value in data:
+            _add_leaves(value, found)
+    elif data not in (None, ""):
+        found.add(str(data))
 
 
 class Cipher(Protocol):
