@@ -182,9 +182,9 @@ def test_an_idle_claim_on_postgresql_looks_for_tasks_only_when_woken(postgres_st
         assert time.monotonic() < deadline, "the server never listened for new tasks"
         time.sleep(0.05)
     with _counting_agent_lookups(stack.engine) as lookups:
-        answer = stack.client.post("/api/v1/agent/claim", json={"wait_seconds": 3}, headers=agent)
+        answer = stack.client.post("/api/v1/agent/claim", json={"wait_seconds": 1}, headers=agent)
         assert answer.status_code == 204
-    # Once when it arrives, once when its wait ends (polling every 50 ms would look about 60 times).
+    # Once when it arrives, once when its wait ends (polling every 50 ms would look about 20 times).
     assert lookups() <= 3
 
 
