@@ -62,6 +62,15 @@ LONGEST_FIRST = (
     "tests/production/test_prefect_on_postgresql.py",
     "tests/api/test_agent_protocol.py",
     "tests/api/test_auth.py",
+    # The longest of the fast loop after those (its --durations on 2026-12-01): the last files
+    # to start are short ones, so no worker waits long for the other at the end.
+    "tests/sdk/test_client.py",
+    "tests/api/test_claim_wait.py",
+    "tests/localcluster/test_workloads.py",
+    "tests/cli/test_process.py",
+    "tests/api/test_role_matrix.py",
+    "tests/cli/test_tasks.py",
+    "tests/web/test_backups_page.py",
 )
 """The test files that keep a worker busy longest, longest first (from ``--durations`` of the whole
 suite on the 2-core machine, whole-stack start-up included). ./scripts/test hands files to its two

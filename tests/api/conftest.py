@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pydantic import SecretStr
 from sqlalchemy import Engine
 
 from styrmin_backend.domain.roles import Role
-from styrmin_backend.drivers import DriverReport, read_driver
+from styrmin_backend.drivers import DriverPackage, DriverReport, read_driver
 from styrmin_backend.server_app import create_app
 from styrmin_backend.services import auth, drivers, users
 from styrmin_backend.services.users import ensure_admin
@@ -74,10 +75,15 @@ class Stack:
 
     def add_driver(self, version: str = "1.0.0") -> None:
         """Store the example driver (without actions) at ``version``, skipping validation for speed."""
-        with tempfile.TemporaryDirectory() as scratch:
-            package = read_driver(driver_folder(Path(scratch) / "shop", version=version))
         with self.session() as session:
-            drivers.push_driver(session, package, DriverReport(), pushed_by="admin")
+            drivers.push_driver(session, _example_driver(version), DriverReport(), pushed_by="admin")
+
+
+@functools.cache
+def _example_driver(version: str) -> DriverPackage:
+    """The example driver without its actions at ``version``, read once a process (tests store it often)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return read_driver(driver_folder(Path(scratch) / "shop", version=version))
 
 
 def make_stack(engine: Engine, data_dir: Path) -> Stack:

@@ -90,6 +90,7 @@ def serve(database_url: str, data_dir: Path, kind: str) -> Iterator[LiveServer]:
         server.should_exit = True
         thread.join(timeout=20)
         listener.close()
+        stack.client.app.state.claim_wakeups.close()  # what the lifespan (off here) ends with
         engine.dispose()
 
 

@@ -88,7 +88,7 @@ class ClaimWakeups:
         """Hold one LISTEN connection; connect again after an error, waking everyone once back."""
         failures = 0
         while not self._closed.is_set():
-            connection = None
+            listener = None
             try:
                 # Outside the pool: it stays in LISTEN for the process's life.
                 connection = self._engine.raw_connection()
@@ -122,8 +122,7 @@ class ClaimWakeups:
                 self._closed.wait(delay)
             finally:
                 self._listening = False
-                if connection is not None:
-                    try:
-                        connection.close()
-                    except Exception as error:  # already broken
-                        log.debug("Closing the listening connection failed: %s", error)
+                # Closed as psycopg's own connection, not through the pool's handle: that would roll
+                # back first, and log an error when the database has ended the connection already.
+                if listener is not None:
+                    listener.close()
