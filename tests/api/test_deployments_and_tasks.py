@@ -121,6 +121,14 @@ def test_bad_input_names_the_field_and_changes_nothing(stack: Stack) -> None:
             422,
             "env.server.1BAD",
         ),
+        ("PUT", "/api/v1/deployments/shop/configuration", {"images": {"server": " "}}, 422, "images"),
+        (
+            "PUT",
+            "/api/v1/deployments/shop/configuration",
+            {"images": {"server": "shop:{{ app.name }}"}},
+            422,
+            "images",
+        ),
     ]
     for method, url, body, status, field in cases:
         response = stack.client.request(method, url, json=body, headers=headers)

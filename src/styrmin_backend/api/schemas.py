@@ -23,7 +23,13 @@ from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import SECRET_SET, conceal_configuration
 from styrmin_backend.domain.status import DeploymentStatus, Status
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
-from styrmin_backend.drivers import ActionSummary, ComponentSummary, DeploymentConfiguration, DriverSpec
+from styrmin_backend.drivers import (
+    ActionSummary,
+    ComponentSummary,
+    DeploymentConfiguration,
+    DriverSpec,
+    check_image_overrides,
+)
 from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
@@ -161,7 +167,10 @@ class PasswordResetOut(BaseModel):
 
 class ConfigurationIn(Strict):
     values: dict[str, Any] = Field(default_factory=dict, description="Helm values for the driver's chart.")
-    images: dict[ComponentName, Annotated[str, StringConstraints(min_length=1, max_length=512)]] = Field(
+    images: Annotated[
+        dict[ComponentName, Annotated[str, StringConstraints(min_length=1, max_length=512)]],
+        AfterValidator(check_image_overrides),
+    ] = Field(
         default_factory=dict,
         description="Image override per component; may contain {{ app.version }}.",
     )

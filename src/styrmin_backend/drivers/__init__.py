@@ -4,6 +4,7 @@ from styrmin_backend.drivers.configuration import (
     APP_VERSION_PLACEHOLDER,
     ConfigurationError,
     DeploymentConfiguration,
+    check_image_overrides,
     render_image,
 )
 from styrmin_backend.drivers.images import component_images
@@ -59,6 +60,7 @@ __all__ = [
     "DriverSpec",
     "InstallChart",
     "RenderError",
+    "check_image_overrides",
     "component_images",
     "load_action_flow",
     "load_driver_spec",

@@ -33,6 +33,27 @@ def render_image(image: str, app_version: str) -> str:
     return _APP_VERSION_PATTERN.sub(app_version, image)
 
 
+def check_image_overrides(images: dict[str, str]) -> dict[str, str]:
+    """``images`` unchanged when each is an image reference that uses no template but the app version.
+
+    Raises:
+        ValueError: naming the first override that is not one, and what to write instead.
+    """
+    for component, image in images.items():
+        sample = render_image(image, "1.0.0")
+        if "{{" in sample or "}}" in sample:
+            raise ValueError(
+                f'images.{component}: "{image}" uses a template other than '
+                f"{APP_VERSION_PLACEHOLDER}, the only one an image override may use."
+            )
+        if not image.strip() or any(c.isspace() for c in sample):
+            raise ValueError(
+                f'images.{component}: "{image}" is not an image reference; write '
+                f"REPOSITORY:TAG, e.g. registry.local:5000/shop:{APP_VERSION_PLACEHOLDER}."
+            )
+    return images
+
+
 class DeploymentConfiguration(BaseModel):
     """What an operator configures on a deployment, applied on top of the driver's chart.
 
@@ -54,19 +75,7 @@ class DeploymentConfiguration(BaseModel):
     @field_validator("images")
     @classmethod
     def _images_are_references(cls, images: dict[str, str]) -> dict[str, str]:
-        for component, image in images.items():
-            sample = render_image(image, "1.0.0")
-            if "{{" in sample or "}}" in sample:
-                raise ValueError(
-                    f'images.{component}: "{image}" uses a template other than '
-                    f"{APP_VERSION_PLACEHOLDER}, the only one an image override may use."
-                )
-            if not image.strip() or any(c.isspace() for c in sample):
-                raise ValueError(
-                    f'images.{component}: "{image}" is not an image reference; write '
-                    f"REPOSITORY:TAG, e.g. registry.local:5000/shop:{APP_VERSION_PLACEHOLDER}."
-                )
-        return images
+        return check_image_overrides(images)
 
     @field_validator("env")
     @classmethod
