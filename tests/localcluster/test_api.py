@@ -16,8 +16,8 @@ from lightkube.resources.core_v1 import ConfigMap, Pod, Secret
 from lightkube.types import CascadeType, PatchType
 
 from styrmin_localcluster.protobuf import MAGIC
+from tests.support.waiting import wait_for
 
-from .conftest import wait_for
 from .protobuf_encoding import encode_object
 
 

@@ -20,8 +20,7 @@ import yaml
 
 from styrmin_localcluster import LocalCluster, portforward, spdy
 from tests.support.kubectl import KUBECTL, PortForward, start_port_forward
-
-from .conftest import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = [
     pytest.mark.slow,

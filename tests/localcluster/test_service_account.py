@@ -21,8 +21,7 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod, ServiceAccount
 
 from styrmin_localcluster import LocalCluster
-
-from .conftest import wait_for
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -29,8 +29,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod, Secret
 from lightkube.types import CascadeType, PatchType
 
 from styrmin_localcluster import LocalCluster
-
-from .conftest import wait_for
+from tests.support.waiting import wait_for
 
 PYTHON_IMAGE = "example.com/tools/python:3.11"
 
