@@ -33,6 +33,9 @@ from styrmin_backend.web import _format
 CSRF_FIELD = "csrf_token"
 """The hidden field every form of the UI sends, checked against the session's CSRF token."""
 
+CONFIRMED_FIELD = "confirmed"
+"""The hidden field a confirmation page's button posts, as "yes", with the form it asked about."""
+
 LOGIN_CSRF_COOKIE = "styrmin_login_csrf"
 """Before a session exists, the login form's CSRF token is a random value doubled in this cookie."""
 
@@ -46,7 +49,7 @@ templates.env.filters.update(
     status_label=_format.status_label,
     yaml=_format.as_yaml,
 )
-templates.env.globals.update(CSRF_FIELD=CSRF_FIELD)
+templates.env.globals.update(CSRF_FIELD=CSRF_FIELD, CONFIRMED_FIELD=CONFIRMED_FIELD)
 
 # Inline styles are allowed for the timeline bars' widths (and htmx's indicator style); scripts are not.
 _SECURITY_HEADERS = {
@@ -155,6 +158,11 @@ def text(form: FormData, name: str) -> str:
     """A text field of ``form``, empty when absent, without NUL characters (no typing makes them)."""
     value = form.get(name)
     return value.replace("\x00", "") if isinstance(value, str) else ""
+
+
+def is_confirmed(form: FormData) -> bool:
+    """Whether ``form`` was posted from its confirmation page (see :func:`confirm_page`)."""
+    return text(form, CONFIRMED_FIELD) == "yes"
 
 
 def new_login_csrf() -> str:
