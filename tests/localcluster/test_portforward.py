@@ -9,7 +9,6 @@ import os
 import socket
 import ssl
 import struct
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -19,7 +18,7 @@ import pytest
 import yaml
 
 from styrmin_localcluster import LocalCluster, portforward, spdy
-from tests.support.kubectl import KUBECTL, PortForward, start_port_forward
+from tests.support.kubectl import KUBECTL, PortForward, run_kubectl, start_port_forward
 from tests.support.waiting import wait_for
 
 pytestmark = [
@@ -76,19 +75,8 @@ def port_forward(
 
 @pytest.fixture
 def kubectl(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Callable[..., str]:
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig_path), "HOME": str(tmp_path)}
-
     def run(*args: str, stdin: str | None = None) -> str:
-        result = subprocess.run(
-            [KUBECTL or "kubectl", "-n", namespace, *args],
-            input=stdin,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert result.returncode == 0, f"kubectl {' '.join(args)} failed:\n{result.stderr}"
-        return result.stdout
+        return run_kubectl(cluster.kubeconfig_path, tmp_path, namespace, *args, stdin=stdin).stdout
 
     return run
 

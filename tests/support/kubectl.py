@@ -76,6 +76,23 @@ def kubectl_env(kubeconfig: Path, home: Path) -> dict[str, str]:
     return {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(home)}
 
 
+def run_kubectl(
+    kubeconfig: Path, home: Path, namespace: str, *args: str, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run `kubectl -n NAMESPACE ARGS...` to its end (a minute at most); fails on a non-zero exit if ``check``."""
+    result = subprocess.run(
+        [KUBECTL or "kubectl", "-n", namespace, *args],
+        input=stdin,
+        env=kubectl_env(kubeconfig, home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+    return result
+
+
 def start_port_forward(kubeconfig: Path, home: Path, namespace: str, *args: str) -> PortForward:
     """Start `kubectl -n NAMESPACE port-forward ARGS...`; stop it with :meth:`PortForward.stop`."""
     process = subprocess.Popen(
