@@ -19,6 +19,7 @@ import yaml
 
 from styrmin_localcluster import LocalCluster, portforward, spdy
 from tests.support.kubectl import KUBECTL, PortForward, run_kubectl, start_port_forward
+from tests.support.loopback import free_port
 from tests.support.waiting import wait_for
 
 pytestmark = [
@@ -49,12 +50,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -129,7 +124,7 @@ def _get(port: int, path: str) -> str:
 def test_port_forward_to_a_pod_and_to_a_service(
     kubectl: Callable[..., str], port_forward: Callable[..., PortForward]
 ) -> None:
-    pod_port = _free_port()
+    pod_port = free_port()
     _start_http_pod(kubectl, "echo", pod_port)
 
     to_pod = port_forward("pod/echo", f":{pod_port}")
@@ -156,9 +151,9 @@ def test_port_forward_to_a_pod_and_to_a_service(
 def test_port_forward_to_a_port_nobody_listens_on_reports_the_failure(
     kubectl: Callable[..., str], port_forward: Callable[..., PortForward]
 ) -> None:
-    pod_port = _free_port()
+    pod_port = free_port()
     _start_http_pod(kubectl, "lonely", pod_port)
-    closed_port = _free_port()
+    closed_port = free_port()
 
     forward = port_forward("pod/lonely", f":{closed_port}")
     local = forward.local_port()
@@ -242,7 +237,7 @@ def test_port_forward_upgrade_needs_the_token_and_a_running_pod(
     assert missing.head.startswith(b"HTTP/1.1 404")
     assert json.loads(missing.body)["message"] == 'pods "nobody" not found'
     missing.close()
-    pod_port = _free_port()
+    pod_port = free_port()
     _start_http_pod(kubectl, "upgraded", pod_port)
     accepted = SpdyClient(cluster.kubeconfig_path, _pod_path(namespace, "upgraded"))
     assert accepted.head.startswith(b"HTTP/1.1 101")
@@ -257,7 +252,7 @@ def test_port_forward_upgrade_needs_the_token_and_a_running_pod(
 def test_port_forward_limits_streams_and_frame_sizes(
     cluster: LocalCluster, namespace: str, kubectl: Callable[..., str]
 ) -> None:
-    pod_port = _free_port()
+    pod_port = free_port()
     _start_http_pod(kubectl, "limited", pod_port)
     client = SpdyClient(cluster.kubeconfig_path, _pod_path(namespace, "limited"))
     # Error streams whose data streams never come: each is answered, until the connection holds the most
@@ -296,7 +291,7 @@ def test_port_forward_on_the_pods_own_port_like_the_seed(
     # The seed's `kubectl port-forward svc/prefect-server 4200:4200`: the pod's process already holds
     # 127.0.0.1:4200 (pods share this machine's loopback), so kubectl listens on [::1] only and both
     # addresses reach the pod.
-    pod_port = _free_port()
+    pod_port = free_port()
     _start_http_pod(kubectl, "same", pod_port)
     forward = port_forward("svc/same", f"{pod_port}:80")
     wait_for(
