@@ -39,14 +39,23 @@ CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 __all__ = ["ADMIN_PASSWORD", "USER_PASSWORD"]
 
 
+def login_form_token(client: TestClient) -> str:
+    """The login page's CSRF token, fetched by ``client`` (which gets the cookie it is checked against)."""
+    token = CSRF.search(client.get("/login").text)
+    assert token is not None
+    return token.group(1)
+
+
 def login_client(client: TestClient, username: str, password: str) -> str:
     """Log ``client`` in through the login form; returns the CSRF token its forms carry."""
-    page = client.get("/login")
-    token = CSRF.search(page.text)
-    assert token is not None
     response = client.post(
         "/login",
-        data={"username": username, "password": password, "csrf_token": token.group(1), "next": "/"},
+        data={
+            "username": username,
+            "password": password,
+            "csrf_token": login_form_token(client),
+            "next": "/",
+        },
         follow_redirects=False,
     )
     assert response.status_code == 303, response.text
