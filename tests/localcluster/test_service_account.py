@@ -12,16 +12,17 @@ import time
 import httpx
 import pytest
 from lightkube import Client
-from lightkube.models.apps_v1 import DeploymentSpec
 from lightkube.models.batch_v1 import JobSpec
 from lightkube.models.core_v1 import Container, ExecAction, PodSpec, PodTemplateSpec, Probe
-from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod, ServiceAccount
 
 from styrmin_localcluster import LocalCluster
 from tests.support.waiting import wait_for
+
+from .test_workloads import _deployment
 
 pytestmark = pytest.mark.slow
 
@@ -124,16 +125,7 @@ def _server_deployment(
         livenessProbe=liveness,
         readinessProbe=readiness,
     )
-    return Deployment(
-        metadata=ObjectMeta(name=name),
-        spec=DeploymentSpec(
-            replicas=1,
-            selector=LabelSelector(matchLabels={"app": name}),
-            template=PodTemplateSpec(
-                metadata=ObjectMeta(labels={"app": name}), spec=PodSpec(containers=[container])
-            ),
-        ),
-    )
+    return _deployment(name, container=container)
 
 
 def test_a_startup_probe_holds_back_liveness_and_readiness_until_it_succeeds(
