@@ -75,7 +75,6 @@ def take_backup(request: Request, name: str, form: Form) -> Response:
             "backup storage location. The deployment keeps running.",
         ],
         action=f"/deployments/{name}/backups",
-        hidden={},
         button=f"Back up {name}",
         cancel=f"/deployments/{name}",
     )
@@ -149,7 +148,6 @@ def delete_backup(request: Request, backup_id: TaskId, form: Form) -> Response:
             f"Its files are deleted from {location}; it can no longer be restored.",
         ],
         action=f"/backups/{backup_id}/delete",
-        hidden={},
         button=f"Delete backup {backup_id}",
         cancel=f"/deployments/{name}",
         danger=True,

@@ -527,7 +527,6 @@ def delete(request: Request, name: str, form: Form) -> Response:
             "Its tasks stay readable.",
         ],
         action=f"/deployments/{name}/delete",
-        hidden={},
         button=f"Delete {name}",
         cancel=f"/deployments/{name}",
         danger=True,

@@ -70,7 +70,6 @@ def retry(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)], f
             title=f"Retry {task.type} task #{task_id}?",
             lines=lines,
             action=f"/tasks/{task_id}/retry",
-            hidden={},
             button="Retry",
             cancel=f"/tasks/{task_id}",
         )
