@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -19,14 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.loopback import free_port
+
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 # Generous waits: a loaded machine starts and stops Prefect and the local cluster slowly, and a stop

@@ -4,23 +4,17 @@ then ends the rest failed, saying so; its metrics show the action while it runs.
 from __future__ import annotations
 
 import signal
-import socket
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.loopback import free_port
+
 from .conftest import Stack, action, start_agent
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _metric(port: int, name: str) -> float | None:
@@ -37,7 +31,7 @@ def _metric(port: int, name: str) -> float | None:
 def test_stopped_agent_ends_a_task_over_its_grace_period_failed(stack: Stack, tmp_path: Path) -> None:
     key = stack.http.post("/api/v1/agents", json={"name": "stopping", "cluster": "stopping"}).json()["key"]
     stack.push("8.2.0", [action("slow", "setup", "pre", "sleeps")])
-    port = _free_port()
+    port = free_port()
     agent = start_agent(
         stack,
         key,

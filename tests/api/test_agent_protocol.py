@@ -8,11 +8,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import text, update
 
 from styrmin_backend.clock import as_utc, utcnow
+from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.services import agents, tasks
 from styrmin_backend.store.models import TaskRow
@@ -35,6 +37,27 @@ def _deploy(stack: Stack, name: str = "shop") -> int:
     response = stack.client.post("/api/v1/deployments", json={**CREATE, "name": name}, headers=admin)
     task_id: int = response.json()["task"]["id"]
     return task_id
+
+
+def _upgrade_in_its_hook(stack: Stack) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+    """Deployment "shop" created, then upgraded to 2.0.0 and the upgrade claimed and in its core hook
+    step: the agent's headers, the upgrade's claim and the hook step."""
+    _deploy(stack)
+    agent = _agent(stack)
+    create = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    stack.client.post(f"/api/v1/agent/tasks/{create['task']['id']}/end", json={}, headers=agent)
+    admin = stack.headers(stack.token_for("admin"))
+    upgrade = stack.client.post(
+        "/api/v1/deployments/shop/upgrade", json={"app_version": "2.0.0"}, headers=admin
+    ).json()["task"]["id"]
+    claim: dict[str, Any] = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    assert claim["task"]["id"] == upgrade
+    hook: dict[str, Any] = stack.client.post(
+        f"/api/v1/agent/tasks/{upgrade}/steps",
+        json={"name": hook_step_name(Hook.UPGRADE, Mode.CORE)},
+        headers=agent,
+    ).json()
+    return agent, claim, hook
 
 
 def test_claim_starts_the_oldest_pending_task_and_gives_a_working_actions_token(stack: Stack) -> None:
@@ -186,19 +209,9 @@ def test_an_agent_reports_component_workloads_of_its_own_cluster_only(stack: Sta
 def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_upgrade_failed(
     stack: Stack,
 ) -> None:
-    _deploy(stack)
-    agent = _agent(stack)
-    create = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
-    stack.client.post(f"/api/v1/agent/tasks/{create['task']['id']}/end", json={}, headers=agent)
+    agent, claim, hook = _upgrade_in_its_hook(stack)
+    upgrade = claim["task"]["id"]
     admin = stack.headers(stack.token_for("admin"))
-    upgrade = stack.client.post(
-        "/api/v1/deployments/shop/upgrade", json={"app_version": "2.0.0"}, headers=admin
-    ).json()["task"]["id"]
-    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
-    assert claim["task"]["id"] == upgrade
-    hook = stack.client.post(
-        f"/api/v1/agent/tasks/{upgrade}/steps", json={"name": "Run the upgrade hook"}, headers=agent
-    ).json()
     # The hook's action stops a component (a later revision), which the agent runs to success...
     stop = stack.client.post(
         "/api/v1/deployments/shop/stop",
@@ -222,18 +235,8 @@ def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_upgrade_
 
 
 def test_tasks_started_by_actions_are_claimed_first_even_by_a_full_agent(stack: Stack) -> None:
-    _deploy(stack)
-    agent = _agent(stack)
-    create = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
-    stack.client.post(f"/api/v1/agent/tasks/{create['task']['id']}/end", json={}, headers=agent)
+    agent, upgrade, hook = _upgrade_in_its_hook(stack)
     admin = stack.headers(stack.token_for("admin"))
-    stack.client.post("/api/v1/deployments/shop/upgrade", json={"app_version": "2.0.0"}, headers=admin)
-    upgrade = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
-    hook = stack.client.post(
-        f"/api/v1/agent/tasks/{upgrade['task']['id']}/steps",
-        json={"name": "Run the upgrade hook"},
-        headers=agent,
-    ).json()
     # Another deployment's change waits, older than the task the upgrade's action starts next.
     other = stack.client.post("/api/v1/deployments", json={**CREATE, "name": "other"}, headers=admin)
     stop = stack.client.post(
@@ -254,18 +257,8 @@ def test_tasks_started_by_actions_are_claimed_first_even_by_a_full_agent(stack: 
 
 
 def test_a_task_started_by_an_action_comes_before_older_pending_tasks(stack: Stack) -> None:
-    _deploy(stack)
-    agent = _agent(stack)
-    create = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
-    stack.client.post(f"/api/v1/agent/tasks/{create['task']['id']}/end", json={}, headers=agent)
+    agent, upgrade, hook = _upgrade_in_its_hook(stack)
     admin = stack.headers(stack.token_for("admin"))
-    stack.client.post("/api/v1/deployments/shop/upgrade", json={"app_version": "2.0.0"}, headers=admin)
-    upgrade = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
-    hook = stack.client.post(
-        f"/api/v1/agent/tasks/{upgrade['task']['id']}/steps",
-        json={"name": "Run the upgrade hook"},
-        headers=agent,
-    ).json()
     stack.client.post("/api/v1/deployments", json={**CREATE, "name": "older"}, headers=admin)
     stop = stack.client.post(
         "/api/v1/deployments/shop/stop",

@@ -8,7 +8,7 @@ from typing import Any
 from styrmin_backend.domain.roles import Role
 
 from .conftest import Stack
-from .test_backups import _admin, _agent, _deploy, _push, _run_next
+from .test_backups import _admin, _agent, _deployed_shop, _run_next
 
 S3 = {
     "kind": "s3",
@@ -93,10 +93,7 @@ def test_a_location_that_fails_its_check_changes_nothing_and_says_what_failed(st
 
 
 def test_new_backups_go_to_the_location_in_use_and_restores_read_from_theirs(stack: Stack) -> None:
-    _push(stack)
-    _deploy(stack)
-    agent = _agent(stack)
-    _run_next(stack, agent, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
+    agent = _deployed_shop(stack)
     _set(stack, S3)
     _check(stack, agent, None)
     taken = stack.client.post("/api/v1/deployments/shop/backups", json={}, headers=_admin(stack)).json()

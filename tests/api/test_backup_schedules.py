@@ -13,17 +13,9 @@ from styrmin_backend.services import backup_schedules
 from styrmin_backend.store.models import BackupRow, BackupScheduleRow, TaskRow
 
 from .conftest import Stack
-from .test_backups import FILES, _admin, _agent, _backup, _deploy, _push, _run_next
+from .test_backups import FILES, _admin, _backup, _deployed_shop, _run_next
 
 URL = "/api/v1/deployments/shop/backup-schedule"
-
-
-def _ready(stack: Stack) -> dict[str, str]:
-    _push(stack)
-    _deploy(stack)
-    agent = _agent(stack)
-    _run_next(stack, agent, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
-    return agent
 
 
 def _make_due(stack: Stack) -> None:
@@ -32,7 +24,7 @@ def _make_due(stack: Stack) -> None:
 
 
 def test_a_schedule_is_set_read_and_removed_by_read_write_users_only(stack: Stack) -> None:
-    _ready(stack)
+    _deployed_shop(stack)
     reader = stack.headers(stack.make_user("reader", Role.READ_ONLY))
     assert stack.client.get(URL, headers=_admin(stack)).status_code == 404
 
@@ -53,7 +45,7 @@ def test_a_schedule_is_set_read_and_removed_by_read_write_users_only(stack: Stac
 
 
 def test_a_schedule_that_is_not_valid_is_refused_naming_the_field(stack: Stack) -> None:
-    _ready(stack)
+    _deployed_shop(stack)
     for body, field in (
         ({"cron": "61 * * * *"}, "cron"),
         ({"cron": "every day"}, "cron"),
@@ -67,7 +59,7 @@ def test_a_schedule_that_is_not_valid_is_refused_naming_the_field(stack: Stack) 
 
 
 def test_a_due_backup_starts_once_when_two_servers_see_it_due(stack: Stack) -> None:
-    _ready(stack)
+    _deployed_shop(stack)
     stack.client.put(URL, json={"cron": "*/5 * * * *"}, headers=_admin(stack))
     _make_due(stack)
     now = utcnow()
@@ -92,7 +84,7 @@ def test_a_due_backup_starts_once_when_two_servers_see_it_due(stack: Stack) -> N
 
 
 def test_retention_deletes_old_scheduled_backups_through_tasks_and_keeps_the_others(stack: Stack) -> None:
-    agent = _ready(stack)
+    agent = _deployed_shop(stack)
     manual = _backup(stack, agent, result={"backup": {"location": "folder /srv", "files": FILES}})
     stack.client.put(URL, json={"cron": "0 3 * * *"}, headers=_admin(stack))
     scheduled = []

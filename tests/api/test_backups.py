@@ -63,6 +63,15 @@ def _run_next(stack: Stack, agent: dict[str, str], *, error: str | None = None, 
     return body
 
 
+def _deployed_shop(stack: Stack) -> dict[str, str]:
+    """Deployment "shop" of a driver with backup actions, its create task run by the agent; the agent's headers."""
+    _push(stack)
+    _deploy(stack)
+    agent = _agent(stack)
+    _run_next(stack, agent, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
+    return agent
+
+
 def _backup(stack: Stack, agent: dict[str, str], deployment: str = "shop", **end: Any) -> dict[str, Any]:
     taken = stack.client.post(f"/api/v1/deployments/{deployment}/backups", json={}, headers=_admin(stack))
     assert taken.status_code == 202, taken.text
@@ -89,10 +98,7 @@ def test_a_driver_without_a_backup_action_cannot_be_backed_up_and_nothing_is_rec
 
 
 def test_a_backup_is_a_task_and_its_row_records_what_the_agent_found(stack: Stack) -> None:
-    _push(stack)
-    _deploy(stack)
-    agent = _agent(stack)
-    _run_next(stack, agent, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
+    agent = _deployed_shop(stack)
     result = {"backup": {"location": "folder /srv/backups", "files": FILES}}
     backup = _backup(stack, agent, result=result)
     assert backup["status"] == "succeeded" and backup["label"] == "manual"
@@ -105,10 +111,7 @@ def test_a_backup_is_a_task_and_its_row_records_what_the_agent_found(stack: Stac
 
 
 def test_every_signed_in_user_reads_backups_and_only_read_write_takes_or_restores_them(stack: Stack) -> None:
-    _push(stack)
-    _deploy(stack)
-    agent = _agent(stack)
-    _run_next(stack, agent, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
+    agent = _deployed_shop(stack)
     backup = _backup(stack, agent, result={"backup": {"location": "folder /x", "files": FILES}})
     reader = stack.headers(stack.make_user("reader", Role.READ_ONLY))
     assert [b["id"] for b in stack.client.get("/api/v1/deployments/shop/backups", headers=reader).json()] == [
@@ -169,10 +172,7 @@ def test_restores_that_cannot_bring_the_deployment_back_are_refused_with_nothing
 
 
 def test_deleting_a_backup_is_a_task_and_the_backup_goes_once_its_files_are_deleted(stack: Stack) -> None:
-    _push(stack)
-    _deploy(stack)
-    agent = _agent(stack)
-    _run_next(stack, agent, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
+    agent = _deployed_shop(stack)
     backup = _backup(stack, agent, result={"backup": {"location": "folder /srv", "files": FILES}})
     reader = stack.headers(stack.make_user("reader", Role.READ_ONLY))
     assert stack.client.delete(f"/api/v1/backups/{backup['id']}", headers=reader).status_code == 403
@@ -193,10 +193,7 @@ def test_deleting_a_backup_is_a_task_and_the_backup_goes_once_its_files_are_dele
 
 
 def test_a_failed_deletion_leaves_the_backup_as_it_was_and_says_why(stack: Stack) -> None:
-    _push(stack)
-    _deploy(stack)
-    agent = _agent(stack)
-    _run_next(stack, agent, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
+    agent = _deployed_shop(stack)
     backup = _backup(stack, agent, result={"backup": {"location": "folder /srv", "files": FILES}})
     stack.client.delete(f"/api/v1/backups/{backup['id']}", headers=_admin(stack))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import socket
 import tarfile
 import threading
 import time
@@ -14,13 +13,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from styrmin_backend.domain.limits import DRIVER_CHECK_RETRY_AFTER_SECONDS
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.drivers import pack_driver_folder
 from styrmin_backend.services import drivers as drivers_service
 from tests.support.drivers import driver_folder
+from tests.support.loopback import served
 
 from .conftest import Stack
 
@@ -199,27 +198,11 @@ def _archive(spec: str = SPEC, actions: str = ACTIONS, template: str = WORKLOAD,
     return buffer.getvalue()
 
 
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # the test process keeps its own handlers
-        pass
-
-
 @pytest.fixture
 def server_url(stack: Stack) -> Iterator[str]:
     """The stack's app served by uvicorn on loopback, as `styrmin server` serves it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = _Server(uvicorn.Config(stack.client.app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=30)
+    with served(stack.client.app) as url:
+        yield url
 
 
 def _send(url: str, path: str, archive: bytes, token: str) -> httpx.Response:

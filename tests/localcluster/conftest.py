@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import base64
 import ssl
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -61,17 +59,3 @@ def http_client(kubeconfig: Path) -> httpx.Client:
 def http(cluster: LocalCluster) -> Iterator[httpx.Client]:
     with http_client(cluster.kubeconfig_path) as session:
         yield session
-
-
-def wait_for(
-    predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05, message: str = "condition"
-) -> Any:
-    """Poll until `predicate()` returns something truthy; fail with `message` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {message} (last value: {last!r})")

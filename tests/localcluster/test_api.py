@@ -7,18 +7,18 @@ import base64
 import httpx
 import pytest
 from lightkube import ApiError, Client
-from lightkube.models.apps_v1 import DeploymentSpec
 from lightkube.models.autoscaling_v1 import ScaleSpec
-from lightkube.models.core_v1 import Container, PodSpec, PodTemplateSpec
+from lightkube.models.core_v1 import Container
 from lightkube.models.meta_v1 import LabelSelector, ObjectMeta, OwnerReference
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import ConfigMap, Pod, Secret
 from lightkube.types import CascadeType, PatchType
 
 from styrmin_localcluster.protobuf import MAGIC
+from tests.support.waiting import wait_for
 
-from .conftest import wait_for
 from .protobuf_encoding import encode_object
+from .test_workloads import _deployment as _workloads_deployment
 
 
 def _configmap(
@@ -28,17 +28,7 @@ def _configmap(
 
 
 def _deployment(name: str, replicas: int = 1, image: str = "nginx:1.27") -> Deployment:
-    return Deployment(
-        metadata=ObjectMeta(name=name),
-        spec=DeploymentSpec(
-            replicas=replicas,
-            selector=LabelSelector(matchLabels={"app": name}),
-            template=PodTemplateSpec(
-                metadata=ObjectMeta(labels={"app": name}),
-                spec=PodSpec(containers=[Container(name="web", image=image)]),
-            ),
-        ),
-    )
+    return _workloads_deployment(name, replicas, container=Container(name="web", image=image))
 
 
 # --- discovery and version ------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import PatchType
 
-from .conftest import wait_for
+from tests.support.waiting import wait_for
 
 STYRMIN_DEPLOYMENT_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -12,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from styrmin_localcluster import LocalCluster
+from tests.support.kubectl import KUBECTL, run_kubectl
 
-KUBECTL = shutil.which("kubectl")
 if KUBECTL is None:
     print("SKIPPED kubectl tests: no kubectl on PATH (install Debian's kubectl or kubernetes-client package)")
 pytestmark = [
@@ -63,20 +61,8 @@ spec:
 
 @pytest.fixture
 def kubectl(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Kubectl:
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig_path), "HOME": str(tmp_path)}
-
     def run(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [KUBECTL or "kubectl", "-n", namespace, *args],
-            input=stdin,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
-        return result
+        return run_kubectl(cluster.kubeconfig_path, tmp_path, namespace, *args, stdin=stdin, check=check)
 
     return run
 

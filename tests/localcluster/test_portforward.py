@@ -9,7 +9,6 @@ import os
 import socket
 import ssl
 import struct
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -19,9 +18,9 @@ import pytest
 import yaml
 
 from styrmin_localcluster import LocalCluster, portforward, spdy
-from tests.support.kubectl import KUBECTL, PortForward, start_port_forward
-
-from .conftest import wait_for
+from tests.support.kubectl import KUBECTL, PortForward, run_kubectl, start_port_forward
+from tests.support.loopback import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -53,12 +52,6 @@ http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def port_forward(
     cluster: LocalCluster, namespace: str, tmp_path: Path
@@ -77,19 +70,8 @@ def port_forward(
 
 @pytest.fixture
 def kubectl(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Callable[..., str]:
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig_path), "HOME": str(tmp_path)}
-
     def run(*args: str, stdin: str | None = None) -> str:
-        result = subprocess.run(
-            [KUBECTL or "kubectl", "-n", namespace, *args],
-            input=stdin,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert result.returncode == 0, f"kubectl {' '.join(args)} failed:\n{result.stderr}"
-        return result.stdout
+        return run_kubectl(cluster.kubeconfig_path, tmp_path, namespace, *args, stdin=stdin).stdout
 
     return run
 
@@ -142,7 +124,7 @@ def _get(port: int, path: str) -> str:
 def test_port_forward_to_a_pod_and_to_a_service(
     kubectl: Callable[..., str], port_forward: Callable[..., PortForward]
 ) -> None:
-    pod_port = _free_port()
+    pod_port = free_port()
     _start_http_pod(kubectl, "echo", pod_port)
 
     to_pod = port_forward("pod/echo", f":{pod_port}")
@@ -169,9 +151,9 @@ def test_port_forward_to_a_pod_and_to_a_service(
 def test_port_forward_to_a_port_nobody_listens_on_reports_the_failure(
     kubectl: Callable[..., str], port_forward: Callable[..., PortForward]
 ) -> None:
-    pod_port = _free_port()
+    pod_port = free_port()
     _start_http_pod(kubectl, "lonely", pod_port)
-    closed_port = _free_port()
+    closed_port = free_port()
 
     forward = port_forward("pod/lonely", f":{closed_port}")
     local = forward.local_port()
@@ -255,7 +237,7 @@ def test_port_forward_upgrade_needs_the_token_and_a_running_pod(
     assert missing.head.startswith(b"HTTP/1.1 404")
     assert json.loads(missing.body)["message"] == 'pods "nobody" not found'
     missing.close()
-    pod_port = _free_port()
+    pod_port = free_port()
     _start_http_pod(kubectl, "upgraded", pod_port)
     accepted = SpdyClient(cluster.kubeconfig_path, _pod_path(namespace, "upgraded"))
     assert accepted.head.startswith(b"HTTP/1.1 101")
@@ -270,7 +252,7 @@ def test_port_forward_upgrade_needs_the_token_and_a_running_pod(
 def test_port_forward_limits_streams_and_frame_sizes(
     cluster: LocalCluster, namespace: str, kubectl: Callable[..., str]
 ) -> None:
-    pod_port = _free_port()
+    pod_port = free_port()
     _start_http_pod(kubectl, "limited", pod_port)
     client = SpdyClient(cluster.kubeconfig_path, _pod_path(namespace, "limited"))
     # Error streams whose data streams never come: each is answered, until the connection holds the most
@@ -309,7 +291,7 @@ def test_port_forward_on_the_pods_own_port_like_the_seed(
     # The seed's `kubectl port-forward svc/prefect-server 4200:4200`: the pod's process already holds
     # 127.0.0.1:4200 (pods share this machine's loopback), so kubectl listens on [::1] only and both
     # addresses reach the pod.
-    pod_port = _free_port()
+    pod_port = free_port()
     _start_http_pod(kubectl, "same", pod_port)
     forward = port_forward("svc/same", f"{pod_port}:80")
     wait_for(

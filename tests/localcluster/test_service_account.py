@@ -12,17 +12,17 @@ import time
 import httpx
 import pytest
 from lightkube import Client
-from lightkube.models.apps_v1 import DeploymentSpec
 from lightkube.models.batch_v1 import JobSpec
 from lightkube.models.core_v1 import Container, ExecAction, PodSpec, PodTemplateSpec, Probe
-from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod, ServiceAccount
 
 from styrmin_localcluster import LocalCluster
+from tests.support.waiting import wait_for
 
-from .conftest import wait_for
+from .test_workloads import _deployment
 
 pytestmark = pytest.mark.slow
 
@@ -114,31 +114,32 @@ def _flag_probe(flag: str, **options: int) -> Probe:
     )
 
 
+def _server_deployment(
+    name: str, startup: Probe, liveness: Probe | None = None, readiness: Probe | None = None
+) -> Deployment:
+    """A Deployment ``name`` of one pod whose one container, "server", has these probes."""
+    container = Container(
+        name="server",
+        image="registry.local:5000/shop/server:1",
+        startupProbe=startup,
+        livenessProbe=liveness,
+        readinessProbe=readiness,
+    )
+    return _deployment(name, container=container)
+
+
 def test_a_startup_probe_holds_back_liveness_and_readiness_until_it_succeeds(
     cluster: LocalCluster, client: Client, namespace: str
 ) -> None:
     flag = str(cluster.data_dir / "data" / f"started-{namespace}")
-    container = Container(
-        name="server",
-        image="registry.local:5000/shop/server:1",
-        startupProbe=_flag_probe(flag, periodSeconds=1, failureThreshold=600),
+    server = _server_deployment(
+        "slow-start",
+        startup=_flag_probe(flag, periodSeconds=1, failureThreshold=600),
         # Would kill the container within a second or two if it ran before the startup probe succeeded.
-        livenessProbe=_flag_probe(flag, periodSeconds=1, failureThreshold=1),
-        readinessProbe=_flag_probe(flag, periodSeconds=1),
+        liveness=_flag_probe(flag, periodSeconds=1, failureThreshold=1),
+        readiness=_flag_probe(flag, periodSeconds=1),
     )
-    client.create(
-        Deployment(
-            metadata=ObjectMeta(name="slow-start"),
-            spec=DeploymentSpec(
-                replicas=1,
-                selector=LabelSelector(matchLabels={"app": "slow-start"}),
-                template=PodTemplateSpec(
-                    metadata=ObjectMeta(labels={"app": "slow-start"}), spec=PodSpec(containers=[container])
-                ),
-            ),
-        ),
-        namespace=namespace,
-    )
+    client.create(server, namespace=namespace)
     pod = wait_for(
         lambda: next((p for p in client.list(Pod, namespace=namespace) if p.status.phase == "Running"), None),
         timeout=60,
@@ -166,24 +167,10 @@ def test_a_failing_startup_probe_restarts_the_container(
     cluster: LocalCluster, client: Client, namespace: str
 ) -> None:
     never = str(cluster.data_dir / "data" / f"never-{namespace}")
-    container = Container(
-        name="server",
-        image="registry.local:5000/shop/server:1",
-        startupProbe=_flag_probe(never, periodSeconds=1, failureThreshold=2),
+    server = _server_deployment(
+        "never-starts", startup=_flag_probe(never, periodSeconds=1, failureThreshold=2)
     )
-    client.create(
-        Deployment(
-            metadata=ObjectMeta(name="never-starts"),
-            spec=DeploymentSpec(
-                replicas=1,
-                selector=LabelSelector(matchLabels={"app": "never-starts"}),
-                template=PodTemplateSpec(
-                    metadata=ObjectMeta(labels={"app": "never-starts"}), spec=PodSpec(containers=[container])
-                ),
-            ),
-        ),
-        namespace=namespace,
-    )
+    client.create(server, namespace=namespace)
     wait_for(
         lambda: any(
             (p.status.containerStatuses or [None])[0] and p.status.containerStatuses[0].restartCount >= 1

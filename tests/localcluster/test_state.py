@@ -14,8 +14,9 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Pod
 
 from styrmin_localcluster import LocalCluster
+from tests.support.waiting import wait_for
 
-from .conftest import CATALOG, wait_for
+from .conftest import CATALOG
 from .test_crds import STYRMIN_DEPLOYMENT_CRD
 from .test_workloads import _condition, _deployment, _job
 

@@ -29,8 +29,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod, Secret
 from lightkube.types import CascadeType, PatchType
 
 from styrmin_localcluster import LocalCluster
-
-from .conftest import wait_for
+from tests.support.waiting import wait_for
 
 PYTHON_IMAGE = "example.com/tools/python:3.11"
 
@@ -47,13 +46,16 @@ def _deployment(
     replicas: int = 1,
     image: str = "registry.local:5000/shop/server:1.0",
     env: list[EnvVar] | None = None,
+    container: Container | None = None,
 ) -> Deployment:
+    """Deployment ``name`` of pods labelled app=NAME running ``container``, by default "server" of ``image``."""
+    container = container or Container(name="server", image=image, env=env)
     return Deployment(
         metadata=ObjectMeta(name=name),
         spec=DeploymentSpec(
             replicas=replicas,
             selector=LabelSelector(matchLabels={"app": name}),
-            template=_template(name, [Container(name="server", image=image, env=env)]),
+            template=_template(name, [container]),
         ),
     )
 
@@ -431,17 +433,7 @@ def test_a_crashing_container_is_restarted_with_back_off_and_keeps_its_previous_
     container = Container(
         name="crash", image=PYTHON_IMAGE, command=["python", "-c", "print('crashing'); raise SystemExit(2)"]
     )
-    client.create(
-        Deployment(
-            metadata=ObjectMeta(name="crashy"),
-            spec=DeploymentSpec(
-                replicas=1,
-                selector=LabelSelector(matchLabels={"app": "crashy"}),
-                template=_template("crashy", [container]),
-            ),
-        ),
-        namespace=namespace,
-    )
+    client.create(_deployment("crashy", container=container), namespace=namespace)
     pod = wait_for(
         lambda: next(
             (
@@ -472,17 +464,7 @@ def test_readiness_probe_decides_when_a_container_is_ready(
         periodSeconds=1,
     )
     container = Container(name="server", image="registry.local:5000/shop/server:1", readinessProbe=probe)
-    client.create(
-        Deployment(
-            metadata=ObjectMeta(name="probed"),
-            spec=DeploymentSpec(
-                replicas=1,
-                selector=LabelSelector(matchLabels={"app": "probed"}),
-                template=_template("probed", [container]),
-            ),
-        ),
-        namespace=namespace,
-    )
+    client.create(_deployment("probed", container=container), namespace=namespace)
     pod = wait_for(
         lambda: next((p for p in client.list(Pod, namespace=namespace) if p.status.phase == "Running"), None),
         message="a running pod",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,21 +15,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.loopback import free_port
+
 ADMIN_PASSWORD = "admin-password-for-tests"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class ServerProcess:
     """A `styrmin server` process on a free loopback port, its stderr collected line by line."""
 
     def __init__(self, data_dir: Path, env: dict[str, str]) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         base = {k: v for k, v in os.environ.items() if not k.startswith("STYRMIN")}
         self.process = subprocess.Popen(

@@ -8,11 +8,12 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+from tests.support.waiting import wait_for
 
 KUBECTL = shutil.which("kubectl")
 """The machine's kubectl, or None where it is not installed (tests using it skip then)."""
@@ -41,15 +42,24 @@ class PortForward:
 
     def local_port(self, timeout: float = 60.0) -> int:
         """The local port, once kubectl printed its "Forwarding from 127.0.0.1:PORT" line (waits generously)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = re.search(r"Forwarding from 127\.0\.0\.1:(\d+)", self._drain())
-            if found:
-                return int(found.group(1))
-            if self.process.poll() is not None:
-                raise AssertionError(f"kubectl port-forward ended early:\n{self._drain()}")
-            time.sleep(0.05)
-        raise AssertionError(f"kubectl port-forward did not listen within {timeout} s:\n{self._drain()}")
+        try:
+            port: int = wait_for(
+                self._forwarded_port,
+                timeout=timeout,
+                message='kubectl port-forward\'s "Forwarding from" line',
+            )
+        except AssertionError as failure:
+            raise AssertionError(f"{failure}; kubectl printed:\n{self._drain()}") from None
+        return port
+
+    def _forwarded_port(self) -> int | None:
+        """The local port kubectl printed, None while it has not yet; fails once kubectl ended without one."""
+        found = re.search(r"Forwarding from 127\.0\.0\.1:(\d+)", self._drain())
+        if found:
+            return int(found.group(1))
+        if self.process.poll() is not None:
+            raise AssertionError("kubectl port-forward ended early")
+        return None
 
     def printed(self) -> str:
         """Everything kubectl printed so far."""
@@ -64,6 +74,23 @@ class PortForward:
 def kubectl_env(kubeconfig: Path, home: Path) -> dict[str, str]:
     """The environment of a kubectl run against ``kubeconfig``, with a home of its own (no cache shared)."""
     return {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(home)}
+
+
+def run_kubectl(
+    kubeconfig: Path, home: Path, namespace: str, *args: str, stdin: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run `kubectl -n NAMESPACE ARGS...` to its end (a minute at most); fails on a non-zero exit if ``check``."""
+    result = subprocess.run(
+        [KUBECTL or "kubectl", "-n", namespace, *args],
+        input=stdin,
+        env=kubectl_env(kubeconfig, home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+    return result
 
 
 def start_port_forward(kubeconfig: Path, home: Path, namespace: str, *args: str) -> PortForward:

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
@@ -25,6 +21,7 @@ from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.models import StepRow
 from tests.api.conftest import ADMIN_PASSWORD, USER_PASSWORD, Stack, make_stack
 from tests.conftest import fresh_database_url
+from tests.support.loopback import served
 
 CHROMIUM = Path(os.environ.get("STYRMIN_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -42,14 +39,23 @@ CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 __all__ = ["ADMIN_PASSWORD", "USER_PASSWORD"]
 
 
+def login_form_token(client: TestClient) -> str:
+    """The login page's CSRF token, fetched by ``client`` (which gets the cookie it is checked against)."""
+    token = CSRF.search(client.get("/login").text)
+    assert token is not None
+    return token.group(1)
+
+
 def login_client(client: TestClient, username: str, password: str) -> str:
     """Log ``client`` in through the login form; returns the CSRF token its forms carry."""
-    page = client.get("/login")
-    token = CSRF.search(page.text)
-    assert token is not None
     response = client.post(
         "/login",
-        data={"username": username, "password": password, "csrf_token": token.group(1), "next": "/"},
+        data={
+            "username": username,
+            "password": password,
+            "csrf_token": login_form_token(client),
+            "next": "/",
+        },
         follow_redirects=False,
     )
     assert response.status_code == 303, response.text
@@ -178,18 +184,6 @@ def web(engine: Engine, tmp_path: Path) -> Iterator[Stack]:
         yield stack
 
 
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # the test process keeps its own handlers
-        pass
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @dataclass
 class LiveServer:
     """The server on loopback, its stack for arranging data, and its URL."""
@@ -212,17 +206,8 @@ def live_server(
     stack.add_driver("1.1.0")
     make_user(stack, "reader", Role.READ_ONLY)
     make_user(stack, "operator", Role.READ_WRITE)
-    port = _free_port()
-    server = _Server(uvicorn.Config(stack.client.app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.05)
-    yield LiveServer(stack, f"http://127.0.0.1:{port}", Progress(stack))
-    server.should_exit = True
-    thread.join(timeout=10)
+    with served(stack.client.app) as url:
+        yield LiveServer(stack, url, Progress(stack))
     engine.dispose()
 
 

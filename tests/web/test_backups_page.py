@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.roles import Role
@@ -28,10 +29,15 @@ def _push_with_actions(stack: Stack, version: str) -> None:
 def _deploy_with_actions(stack: Stack) -> int:
     """Deployment "shop" of a driver with backup and restore actions, created; its create task's id."""
     _push_with_actions(stack, "2.0.0")
+    return _deploy(stack, "shop")
+
+
+def _deploy(stack: Stack, name: str) -> int:
+    """Deployment ``name`` of driver shop 2.0.0 (pushed already), its create task ended; that task's id."""
     with stack.session() as session:
         admin = auth.authenticate(session, stack.token_for("admin"))
         created = changes.create_deployment(
-            session, by=admin, name="shop", namespace="shop", driver_name="shop", driver_version="2.0.0",
+            session, by=admin, name=name, namespace=name, driver_name="shop", driver_version="2.0.0",
             app_version=None, configuration=DeploymentConfiguration(),
         )  # fmt: skip
         assert created.task is not None
@@ -41,6 +47,28 @@ def _deploy_with_actions(stack: Stack) -> int:
     progress.end_step(progress.step(task_id, "Install the application"))
     progress.end(task_id, result={"applied": {"app_version": "1.0.0", "driver_version": "2.0.0"}})
     return task_id
+
+
+def _upgrade_failing_after_its_pre_upgrade_backup(stack: Stack, name: str) -> tuple[int, dict[str, Any]]:
+    """Upgrade ``name`` to 1.1.0 as the agent would: its pre-hook takes a backup, which ends, then its core
+    step fails; the upgrade task is left running. Its id, and the backup as the API answered."""
+    progress = Progress(stack)
+    upgrade = progress.upgrade(name, "1.1.0")
+    progress.start(upgrade)
+    pre = progress.step(upgrade, hook_step_name(Hook.UPGRADE, Mode.PRE))
+    _, token = stack.actions_token(task_id=upgrade)
+    taken = stack.client.post(
+        f"/api/v1/deployments/{name}/backups",
+        json={"started_by_step": pre},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert taken.status_code == 202, taken.text
+    _finish_backup(stack, taken.json()["task"]["id"])
+    progress.end_step(pre)
+    core = progress.step(upgrade, hook_step_name(Hook.UPGRADE, Mode.CORE))
+    progress.end_step(core, error="Command shop migrate failed with exit code 3")
+    backup: dict[str, Any] = taken.json()["backup"]
+    return upgrade, backup
 
 
 def _finish_backup(stack: Stack, task_id: int, error: str | None = None) -> None:
@@ -118,21 +146,8 @@ def test_a_read_only_user_sees_backups_without_buttons_and_cannot_post(web: Stac
 def test_a_failed_upgrade_offers_the_backup_its_pre_hook_took(web: Stack) -> None:
     progress = Progress(web)
     create_id = _deploy_with_actions(web)
-    upgrade = progress.upgrade("shop", "1.1.0")
-    progress.start(upgrade)
-    pre = progress.step(upgrade, hook_step_name(Hook.UPGRADE, Mode.PRE))
-    _, token = web.actions_token(task_id=upgrade)
-    response = web.client.post(
-        "/api/v1/deployments/shop/backups",
-        json={"started_by_step": pre},
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    assert response.status_code == 202, response.text
-    assert response.json()["backup"]["label"] == "pre-upgrade"
-    _finish_backup(web, response.json()["task"]["id"])
-    progress.end_step(pre)
-    core = progress.step(upgrade, hook_step_name(Hook.UPGRADE, Mode.CORE))
-    progress.end_step(core, error="Command shop migrate failed with exit code 3")
+    upgrade, backup = _upgrade_failing_after_its_pre_upgrade_backup(web, "shop")
+    assert backup["label"] == "pre-upgrade"
     login_client(web.client, "admin", ADMIN_PASSWORD)
     assert web.client.get(f"/tasks/{upgrade}/way-back").status_code == 204  # still running
     progress.end(upgrade, error="Step Run the upgrade hook failed.")
@@ -141,7 +156,7 @@ def test_a_failed_upgrade_offers_the_backup_its_pre_hook_took(web: Stack) -> Non
 
     assert offered.status_code == 200
     assert "Restore the backup taken before this upgrade" in offered.text
-    assert f'value="{response.json()["backup"]["id"]}"' in offered.text
+    assert f'value="{backup["id"]}"' in offered.text
     assert 'hx-get="/tasks/' in web.client.get(f"/tasks/{upgrade}").text
     create_task = web.client.get(f"/tasks/{create_id}/way-back")
     assert create_task.status_code == 286

@@ -10,30 +10,17 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
-from styrmin_backend.drivers import DeploymentConfiguration
-from styrmin_backend.services import auth, backups, changes
+from styrmin_backend.services import backups
 from styrmin_backend.store.models import TaskRow
 from tests.web.conftest import LiveServer, log_in, screenshot
-from tests.web.test_backups_page import _finish_backup, _push_with_actions
+from tests.web.test_backups_page import (
+    _deploy,
+    _finish_backup,
+    _push_with_actions,
+    _upgrade_failing_after_its_pre_upgrade_backup,
+)
 
 pytestmark = pytest.mark.slow
-
-
-def _deploy(live: LiveServer, name: str) -> None:
-    """Deployment ``name`` of a driver with backup and restore actions, its create task ended."""
-    stack, progress = live.stack, live.progress
-    with stack.session() as session:
-        admin = auth.authenticate(session, stack.token_for("admin"))
-        created = changes.create_deployment(
-            session, by=admin, name=name, namespace=name, driver_name="shop", driver_version="2.0.0",
-            app_version=None, configuration=DeploymentConfiguration(),
-        )  # fmt: skip
-        assert created.task is not None
-        task_id = created.task.id
-    progress.start(task_id)
-    progress.end_step(progress.step(task_id, "Install the application"))
-    progress.end(task_id, result={"applied": {"app_version": "1.0.0", "driver_version": "2.0.0"}})
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -42,7 +29,7 @@ def _driver_with_backup_actions(live_server: LiveServer) -> None:
 
 
 def test_take_a_backup_from_the_deployment_page(new_page: Any, live_server: LiveServer) -> None:
-    _deploy(live_server, "clicked")
+    _deploy(live_server.stack, "clicked")
     page = new_page()
     log_in(page, "operator")
     page.goto("/deployments/clicked")
@@ -69,22 +56,9 @@ def test_take_a_backup_from_the_deployment_page(new_page: Any, live_server: Live
 
 def test_restore_a_failed_upgrade_from_its_task_page(new_page: Any, live_server: LiveServer) -> None:
     stack, progress = live_server.stack, live_server.progress
-    _deploy(live_server, "undone")
-    upgrade = progress.upgrade("undone", "1.1.0")
-    progress.start(upgrade)
-    pre = progress.step(upgrade, hook_step_name(Hook.UPGRADE, Mode.PRE))
-    _, token = stack.actions_token(task_id=upgrade)
-    taken = stack.client.post(
-        "/api/v1/deployments/undone/backups",
-        json={"started_by_step": pre},
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    assert taken.status_code == 202, taken.text
-    backup_id = taken.json()["backup"]["id"]
-    _finish_backup(stack, taken.json()["task"]["id"])
-    progress.end_step(pre)
-    core = progress.step(upgrade, hook_step_name(Hook.UPGRADE, Mode.CORE))
-    progress.end_step(core, error="Command shop migrate failed with exit code 3")
+    _deploy(stack, "undone")
+    upgrade, backup = _upgrade_failing_after_its_pre_upgrade_backup(stack, "undone")
+    backup_id = backup["id"]
     progress.end(upgrade, error="Step Run the upgrade hook failed.")
     page = new_page()
     log_in(page, "operator")

@@ -15,7 +15,7 @@ from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.protocol import ComponentStatus
 from styrmin_backend.services import agents, auth, changes, tasks
 from tests.api.conftest import ADMIN_PASSWORD, USER_PASSWORD, Stack
-from tests.web.conftest import Progress, login_client, make_user
+from tests.web.conftest import Progress, login_client, login_form_token, make_user
 
 
 def _task_count(stack: Stack) -> int:
@@ -30,12 +30,9 @@ def test_pages_ask_to_log_in_first(web: Stack) -> None:
 
 
 def test_login_sets_an_httponly_samesite_session_cookie(web: Stack) -> None:
-    page = web.client.get("/login")
-    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
-    assert token
     response = web.client.post(
         "/login",
-        data={"username": "admin", "password": ADMIN_PASSWORD, "csrf_token": token.group(1)},
+        data={"username": "admin", "password": ADMIN_PASSWORD, "csrf_token": login_form_token(web.client)},
         follow_redirects=False,
     )
     cookie = next(c for c in response.headers.get_list("set-cookie") if c.startswith("styrmin_session="))
@@ -51,12 +48,13 @@ def test_login_without_the_forms_token_is_refused(web: Stack) -> None:
 
 
 def test_login_as_styrmin_actions_is_refused_beside_the_user_name(web: Stack) -> None:
-    page = web.client.get("/login")
-    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
-    assert token
     response = web.client.post(
         "/login",
-        data={"username": ACTIONS_USERNAME, "password": "whatever-it-is", "csrf_token": token.group(1)},
+        data={
+            "username": ACTIONS_USERNAME,
+            "password": "whatever-it-is",
+            "csrf_token": login_form_token(web.client),
+        },
     )
     assert response.status_code == 401
     assert 'id="username-error"' in response.text

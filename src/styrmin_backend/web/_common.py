@@ -33,6 +33,9 @@ from styrmin_backend.web import _format
 CSRF_FIELD = "csrf_token"
 """The hidden field every form of the UI sends, checked against the session's CSRF token."""
 
+CONFIRMED_FIELD = "confirmed"
+"""The hidden field a confirmation page's button posts, as "yes", with the form it asked about."""
+
 LOGIN_CSRF_COOKIE = "styrmin_login_csrf"
 """Before a session exists, the login form's CSRF token is a random value doubled in this cookie."""
 
@@ -46,7 +49,7 @@ templates.env.filters.update(
     status_label=_format.status_label,
     yaml=_format.as_yaml,
 )
-templates.env.globals.update(CSRF_FIELD=CSRF_FIELD)
+templates.env.globals.update(CSRF_FIELD=CSRF_FIELD, CONFIRMED_FIELD=CONFIRMED_FIELD)
 
 # Inline styles are allowed for the timeline bars' widths (and htmx's indicator style); scripts are not.
 _SECURITY_HEADERS = {
@@ -157,6 +160,11 @@ def text(form: FormData, name: str) -> str:
     return value.replace("\x00", "") if isinstance(value, str) else ""
 
 
+def is_confirmed(form: FormData) -> bool:
+    """Whether ``form`` was posted from its confirmation page (see :func:`confirm_page`)."""
+    return text(form, CONFIRMED_FIELD) == "yes"
+
+
 def new_login_csrf() -> str:
     """A random token for the login form, doubled in a cookie."""
     return secrets.token_urlsafe(24)
@@ -193,9 +201,9 @@ def confirm_page(
     title: str,
     lines: list[str],
     action: str,
-    hidden: dict[str, Any],
     button: str,
     cancel: str,
+    hidden: dict[str, Any] | None = None,
     danger: bool = False,
     section: str = "deployments",
 ) -> HTMLResponse:
@@ -207,7 +215,7 @@ def confirm_page(
         title=title,
         lines=lines,
         action=action,
-        hidden=hidden,
+        hidden=hidden or {},
         button=button,
         cancel=cancel,
         danger=danger,

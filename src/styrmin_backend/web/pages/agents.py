@@ -21,6 +21,7 @@ from styrmin_backend.web._common import (
     check_form,
     check_role,
     confirm_page,
+    is_confirmed,
     render,
     see_other,
     status_of,
@@ -132,7 +133,7 @@ def new_agent_key(request: Request, name: str, form: Form) -> Response:
             errors = FormErrors()
             errors.add(None, f'There is no agent "{name}".')
             return _render(request, viewer, session, errors=errors, status_code=404)
-        if text(form, "confirmed") != "yes":
+        if not is_confirmed(form):
             return confirm_page(
                 request,
                 viewer,
@@ -142,7 +143,6 @@ def new_agent_key(request: Request, name: str, form: Form) -> Response:
                     "until it is restarted with the new key.",
                 ],
                 action=f"/agents/{name}/key",
-                hidden={},
                 button="Issue a new key",
                 cancel="/agents",
                 section="agents",
@@ -156,7 +156,7 @@ def revoke_agent(request: Request, name: str, form: Form) -> Response:
     with unit(request) as session:
         viewer = viewer_of(request, session)
         check_form(request, form, viewer, Role.ADMIN)
-        if text(form, "confirmed") != "yes":
+        if not is_confirmed(form):
             return confirm_page(
                 request,
                 viewer,
@@ -166,7 +166,6 @@ def revoke_agent(request: Request, name: str, form: Form) -> Response:
                     "out; pending tasks of its cluster wait for another agent.",
                 ],
                 action=f"/agents/{name}/revoke",
-                hidden={},
                 button=f"Revoke {name}",
                 cancel="/agents",
                 danger=True,

@@ -18,6 +18,7 @@ from styrmin_backend.web._common import (
     check_form,
     confirm_page,
     dry_run,
+    is_confirmed,
     render,
     see_other,
     text,
@@ -57,7 +58,7 @@ def take_backup(request: Request, name: str, form: Form) -> Response:
     with unit(request) as session:
         viewer = viewer_of(request, session)
         check_form(request, form, viewer, Role.READ_WRITE)
-    if text(form, "confirmed") == "yes":
+    if is_confirmed(form):
         with unit(request) as session:
             taken = backups.request_backup(session, name, by=viewer.principal)
             task_id = taken.backup.task_id
@@ -74,10 +75,15 @@ def take_backup(request: Request, name: str, form: Form) -> Response:
             "backup storage location. The deployment keeps running.",
         ],
         action=f"/deployments/{name}/backups",
-        hidden={},
         button=f"Back up {name}",
         cancel=f"/deployments/{name}",
     )
+
+
+def _when_taken(backup: backups.Backup) -> str:
+    """The confirmation pages' line saying when, and at which application version, a backup was taken."""
+    taken = backup.created_at.strftime("%Y-%m-%d %H:%M UTC")
+    return f"Backup {backup.id} was taken at application version {backup.app_version} on {taken}."
 
 
 @router.post("/deployments/{name}/restore")
@@ -89,7 +95,7 @@ def restore(request: Request, name: str, form: Form) -> Response:
     if not raw.isdigit() or not 1 <= int(raw) < 2**63:
         raise InvalidInput(f'"{raw}" is not a backup id.', field="backup_id")
     backup_id = int(raw)
-    if text(form, "confirmed") == "yes":
+    if is_confirmed(form):
         with unit(request) as session:
             recorded = backups.request_restore(session, name, backup_id, by=viewer.principal)
             task_id = recorded.task.id if recorded.task else None
@@ -99,8 +105,8 @@ def restore(request: Request, name: str, form: Form) -> Response:
         backup = backups.get_backup(session, backup_id)
         running = changes.read_deployment(session, name)
         now_at = running.running_app_version or running.app_version
-        version, taken = backup.app_version, backup.created_at.strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"Backup {backup_id} was taken at application version {version} on {taken}."]
+        version = backup.app_version
+        lines = [_when_taken(backup)]
     if now_at != version:
         lines.append(f"The application goes back from version {now_at} to {version} first.")
     lines.append("Then the driver's restore hook replaces the deployment's data with the backup's.")
@@ -122,7 +128,7 @@ def delete_backup(request: Request, backup_id: TaskId, form: Form) -> Response:
     with unit(request) as session:
         viewer = viewer_of(request, session)
         check_form(request, form, viewer, Role.READ_WRITE)
-    if text(form, "confirmed") == "yes":
+    if is_confirmed(form):
         with unit(request) as session:
             recorded = backups.request_backup_delete(session, backup_id, by=viewer.principal)
             task_id = recorded.task.id if recorded.task else None
@@ -131,19 +137,17 @@ def delete_backup(request: Request, backup_id: TaskId, form: Form) -> Response:
         recorded = backups.request_backup_delete(session, backup_id, by=viewer.principal)
         name = recorded.deployment.name
         backup = backups.get_backup(session, backup_id)
-        taken = backup.created_at.strftime("%Y-%m-%d %H:%M UTC")
+        taken = _when_taken(backup)
         location = backup.location or "the agent's own folder"
-        version = backup.app_version
     return confirm_page(
         request,
         viewer,
         title=f'Delete backup {backup_id} of "{name}"?',
         lines=[
-            f"Backup {backup_id} was taken at application version {version} on {taken}.",
+            taken,
             f"Its files are deleted from {location}; it can no longer be restored.",
         ],
         action=f"/backups/{backup_id}/delete",
-        hidden={},
         button=f"Delete backup {backup_id}",
         cancel=f"/deployments/{name}",
         danger=True,

@@ -19,6 +19,7 @@ from styrmin_backend.services import changes, deployment_status, tasks
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.web import _views
 from styrmin_backend.web._common import (
+    CONFIRMED_FIELD,
     CSRF_FIELD,
     HTMX_STOP_POLLING,
     Form,
@@ -29,6 +30,7 @@ from styrmin_backend.web._common import (
     check_form,
     confirm_page,
     dry_run,
+    is_confirmed,
     polled_answer,
     polled_part,
     prefect_ui_url,
@@ -336,7 +338,7 @@ def upgrade(request: Request, name: str, form: Form) -> Response:
         "driver_version": text(form, "driver_version"),
     }
     errors = FormErrors()
-    confirmed = text(form, "confirmed") == "yes"
+    confirmed = is_confirmed(form)
     with unit(request) as session:
         viewer = viewer_of(request, session)
         check_form(request, form, viewer, Role.READ_WRITE)
@@ -426,9 +428,9 @@ def configure_page(request: Request, name: str) -> HTMLResponse:
 def configure(request: Request, name: str, form: Form) -> Response:
     fields = {key: value for key, value in form.items() if isinstance(value, str)}
     fields.pop(CSRF_FIELD, None)
-    fields.pop("confirmed", None)
+    fields.pop(CONFIRMED_FIELD, None)
     errors = FormErrors()
-    confirmed = text(form, "confirmed") == "yes"
+    confirmed = is_confirmed(form)
     with unit(request) as session:
         viewer = viewer_of(request, session)
         check_form(request, form, viewer, Role.READ_WRITE)
@@ -469,7 +471,7 @@ def _set_running(request: Request, name: str, form: FormData, running: bool) -> 
     with unit(request) as session:
         viewer = viewer_of(request, session)
         check_form(request, form, viewer, Role.READ_WRITE)
-    confirmed = text(form, "confirmed") == "yes"
+    confirmed = is_confirmed(form)
     with (unit if confirmed else dry_run)(request) as session:
         changes.set_components_running(
             session, name, by=viewer.principal, components=[component], running=running
@@ -509,7 +511,7 @@ def delete(request: Request, name: str, form: Form) -> Response:
     with unit(request) as session:
         viewer = viewer_of(request, session)
         check_form(request, form, viewer, Role.READ_WRITE)
-    if text(form, "confirmed") == "yes":
+    if is_confirmed(form):
         with unit(request) as session:
             changes.delete_deployment(session, name, by=viewer.principal)
         return see_other(f"/deployments/{name}")
@@ -525,7 +527,6 @@ def delete(request: Request, name: str, form: Form) -> Response:
             "Its tasks stay readable.",
         ],
         action=f"/deployments/{name}/delete",
-        hidden={},
         button=f"Delete {name}",
         cancel=f"/deployments/{name}",
         danger=True,

@@ -16,10 +16,10 @@ from styrmin_backend.web._common import (
     WebRoute,
     check_form,
     confirm_page,
+    is_confirmed,
     prefect_ui_url,
     render,
     see_other,
-    text,
     unit,
     viewer_of,
 )
@@ -50,7 +50,7 @@ def retry(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)], f
     with unit(request) as session:
         viewer = viewer_of(request, session)
         check_form(request, form, viewer, Role.READ_WRITE)
-        if text(form, "confirmed") == "yes":
+        if is_confirmed(form):
             recorded = changes.retry_task(session, task_id, by=viewer.principal)
             target = (
                 f"/tasks/{recorded.task.id}" if recorded.task else f"/deployments/{recorded.deployment.name}"
@@ -70,7 +70,6 @@ def retry(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)], f
             title=f"Retry {task.type} task #{task_id}?",
             lines=lines,
             action=f"/tasks/{task_id}/retry",
-            hidden={},
             button="Retry",
             cancel=f"/tasks/{task_id}",
         )
