@@ -83,6 +83,21 @@ async def test_action_runs_as_a_completed_flow_run_with_its_logs(
     assert "Upgrading shop to 1.1.0" in await _log_messages(prefect_client, outcome.flow_run_id)
 
 
+@pytest.mark.parametrize("function", ["upgrade", "post_setup"])  # an async and a sync action
+async def test_an_actions_flow_run_records_its_version_start_and_every_state(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any, function: str
+) -> None:
+    outcome = await _run(runner, driver_dir, function, target_version="1.1.0")
+
+    assert outcome.succeeded, outcome.error
+    flow_run = await _flow_run(prefect_client, outcome.flow_run_id)
+    states = await prefect_client.read_flow_run_states(uuid.UUID(outcome.flow_run_id))
+    assert [state.type.value for state in states] == ["PENDING", "RUNNING", "COMPLETED"]
+    assert flow_run.flow_version and flow_run.run_count == 1
+    assert flow_run.start_time is not None and flow_run.end_time is not None
+    assert flow_run.empirical_policy.retries == 0
+
+
 async def test_sync_action_runs_too(runner: ActionRunner, driver_dir: Path, prefect_client: Any) -> None:
     outcome = await _run(runner, driver_dir, "post_setup")
 
