@@ -221,6 +221,51 @@ def _accepted(function: Any, parameters: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in parameters.items() if name in signature.parameters}
 
 
+async def _create_flow_run(action: Any, parameters: dict[str, Any], job: dict[str, Any]) -> Any:
+    """The action's flow run, Pending, made on the Prefect server.
+
+    ``create_flow_run`` asks the server for the flow's id (creating the flow the first time), then
+    makes the flow run. When the agent knows the flow's id from an earlier run (``flow_ids``), the
+    flow run is made with it at once, as ``create_flow_run`` would make it; a server that no longer
+    has that flow refuses it, and the flow run is made the usual way.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import FlowRunCreate
+    from prefect.client.schemas.objects import FlowRun, FlowRunPolicy
+    from prefect.exceptions import PrefectHTTPStatusError
+    from prefect.states import Pending, to_state_create
+
+    client = get_client()
+    name, tags = job.get("flow_run_name"), job.get("tags") or []
+    serialized = action.serialize_parameters(parameters)
+    flow_id = (job.get("flow_ids") or {}).get(action.name)
+    if flow_id is not None:
+        create = FlowRunCreate(
+            flow_id=flow_id,
+            flow_version=action.version,
+            name=name,
+            parameters=serialized,
+            context={},
+            tags=list(tags),
+            parent_task_run_id=None,
+            state=to_state_create(Pending()),
+            empirical_policy=FlowRunPolicy(
+                retries=action.retries, retry_delay=int(action.retry_delay_seconds or 0)
+            ),
+        )
+        try:
+            response = await client.request(
+                "POST", "/flow_runs/", json=create.model_dump(mode="json", exclude_unset=True)
+            )
+        except PrefectHTTPStatusError:  # the flow is gone (its server's database was reset)
+            pass
+        else:
+            flow_run = FlowRun.model_validate(response.json())
+            flow_run.parameters = serialized
+            return flow_run
+    return await client.create_flow_run(action, name=name, parameters=serialized, tags=tags, state=Pending())
+
+
 def _skip_the_engines_first_update(created: Any) -> None:
     """Spare the flow run's engine its first call, which changes nothing on a flow run made here.
 
@@ -273,9 +318,7 @@ async def _end_message(state: Any) -> dict[str, Any]:
 
 
 async def _run(job: dict[str, Any], channel: _Channel) -> None:
-    from prefect.client.orchestration import get_client
     from prefect.flow_engine import run_flow
-    from prefect.states import Pending
 
     from styrmin_backend.drivers.loading import ActionLoadError, load_action_flow
 
@@ -287,14 +330,14 @@ async def _run(job: dict[str, Any], channel: _Channel) -> None:
         channel.send(_protocol.END, succeeded=False, state=None, error=str(exc), load_error=True)
         return
     parameters = _accepted(action.fn, job["parameters"])
-    flow_run = await get_client().create_flow_run(
-        action,
-        name=job.get("flow_run_name"),
-        parameters=action.serialize_parameters(parameters),
-        tags=job.get("tags") or [],
-        state=Pending(),
+    flow_run = await _create_flow_run(action, parameters, job)
+    channel.send(
+        _protocol.FLOW_RUN,
+        id=str(flow_run.id),
+        name=flow_run.name,
+        flow_name=action.name,
+        flow_id=str(flow_run.flow_id),
     )
-    channel.send(_protocol.FLOW_RUN, id=str(flow_run.id), name=flow_run.name)
     _skip_the_engines_first_update(flow_run)
     state: Any
     if action.isasync:
