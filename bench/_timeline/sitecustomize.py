@@ -85,7 +85,10 @@ def _gc_pause(phase: str, info: dict[str, Any]) -> None:
     if phase == "start":
         _gc_started[:] = [time.perf_counter()]
     elif _gc_started and (took := time.perf_counter() - _gc_started[0]) > 0.005:
-        mark(f"process: garbage collection of generation {info['generation']}: {took:.3f} s")
+        mark(
+            f"process: garbage collection of generation {info['generation']}: {took:.3f} s",
+            argv=" ".join(sys.argv[-3:]),
+        )
 
 
 def _install() -> None:
