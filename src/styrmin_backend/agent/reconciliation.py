@@ -379,33 +379,46 @@ class Reconciliation:
 
     async def _apply_chart(self, step_id: int) -> bool:
         """Write the StyrminDeployment and apply the chart; False when a later revision was there."""
-        if not await self._write_styrmin_deployment(step_id):
-            return False
         package = await self.parts.drivers.get(self.deployment.driver, self.target.driver_version)
         driver_dir = await self._driver_dir()
-        with tempfile.TemporaryDirectory(prefix="styrmin-chart-") as scratch:
+        scratch = tempfile.TemporaryDirectory(prefix="styrmin-chart-")
 
-            def prepare() -> InstallChart:
-                # In a thread: rendering and the YAML round trips would hold up the agent's other tasks.
-                chart = prepare_install_chart(
-                    driver_dir,
-                    package.spec,
-                    self.name,
-                    self.namespace,
-                    self.target.app_version,
-                    self.target.configuration,
-                    Path(scratch) / "chart",
-                    is_upgrade=self.claim.change.type is not TaskType.CREATE,
-                )
-                _keep_stopped_components_at_zero(
-                    chart.path, package.spec, self.name, self.target.stopped_components
-                )
-                return chart
+        def prepare() -> InstallChart:
+            # In a thread: rendering and the YAML round trips would hold up the agent's other tasks.
+            chart = prepare_install_chart(
+                driver_dir,
+                package.spec,
+                self.name,
+                self.namespace,
+                self.target.app_version,
+                self.target.configuration,
+                Path(scratch.name) / "chart",
+                is_upgrade=self.claim.change.type is not TaskType.CREATE,
+            )
+            _keep_stopped_components_at_zero(
+                chart.path, package.spec, self.name, self.target.stopped_components
+            )
+            return chart
 
-            chart = await asyncio.to_thread(prepare)
+        try:
+            # The chart renders while the StyrminDeployment is written: it is applied only once the
+            # write shows no later revision, and left unused when one is there.
+            rendering = asyncio.ensure_future(asyncio.to_thread(prepare))
+            written = False
+            try:
+                written = await self._write_styrmin_deployment(step_id)
+            finally:
+                await asyncio.wait([rendering])  # its thread writes into the scratch folder
+                if not written and not rendering.cancelled():
+                    rendering.exception()  # a chart that does not render matters only when applied
+            if not written:
+                return False
+            chart = rendering.result()
             recovered = await self.parts.helm.apply(
                 chart.path, chart.values, self.name, self.namespace, CHART_TIMEOUT_SECONDS
             )
+        finally:
+            await asyncio.to_thread(scratch.cleanup)
         if recovered is not None:
             await self.parts.api.add_note(step_id, recovered)
         self._result.applied = AppliedVersions(
