@@ -5,12 +5,14 @@ names a file in ``VS_HELM_TIMELINE``; every process started with both (the agent
 among them) then appends one JSON line per mark to that file: its start, the job reaching it (the
 first STYRMIN_* variable it sets), the driver's ``actions.py`` being read, the
 first module of each package loaded after the job arrived, every HTTP request it sends
-(start and end) and its exit. Without ``VS_HELM_TIMELINE`` it does nothing.
+(start and end), the garbage collections that pause it, and its exit. Without ``VS_HELM_TIMELINE`` it
+does nothing.
 """
 
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import sys
@@ -75,8 +77,23 @@ def _wrap_send(cls: Any, is_async: bool) -> None:
         cls.send = send_sync
 
 
+_gc_started: list[float] = []
+
+
+def _gc_pause(phase: str, info: dict[str, Any]) -> None:
+    """Mark each garbage collection that holds every thread of the process for over 5 ms."""
+    if phase == "start":
+        _gc_started[:] = [time.perf_counter()]
+    elif _gc_started and (took := time.perf_counter() - _gc_started[0]) > 0.005:
+        mark(
+            f"process: garbage collection of generation {info['generation']}: {took:.3f} s",
+            argv=" ".join(sys.argv[-3:]),
+        )
+
+
 def _install() -> None:
     mark("process: started", argv=" ".join(sys.argv[-3:]))
+    gc.callbacks.append(_gc_pause)
     atexit.register(lambda: mark("process: exits"))
     sys.addaudithook(_audit)
     for name in ("httpx", "httpx2"):

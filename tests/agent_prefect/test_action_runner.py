@@ -83,6 +83,40 @@ async def test_action_runs_as_a_completed_flow_run_with_its_logs(
     assert "Upgrading shop to 1.1.0" in await _log_messages(prefect_client, outcome.flow_run_id)
 
 
+@pytest.mark.parametrize("function", ["upgrade", "post_setup"])  # an async and a sync action
+async def test_an_actions_flow_run_records_its_version_start_and_every_state(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any, function: str
+) -> None:
+    outcome = await _run(runner, driver_dir, function, target_version="1.1.0")
+
+    assert outcome.succeeded, outcome.error
+    flow_run = await _flow_run(prefect_client, outcome.flow_run_id)
+    states = await prefect_client.read_flow_run_states(uuid.UUID(outcome.flow_run_id))
+    assert [state.type.value for state in states] == ["PENDING", "RUNNING", "COMPLETED"]
+    assert flow_run.flow_version and flow_run.run_count == 1
+    assert flow_run.start_time is not None and flow_run.end_time is not None
+    assert flow_run.empirical_policy.retries == 0
+
+
+async def test_an_action_whose_flow_was_deleted_in_prefect_runs_under_its_flow_made_again(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any
+) -> None:
+    first = await _run(runner, driver_dir, "post_setup")
+    assert first.succeeded, first.error
+    flow_id = (await _flow_run(prefect_client, first.flow_run_id)).flow_id
+    again = await _run(runner, driver_dir, "post_setup")
+    assert again.succeeded, again.error
+    assert (await _flow_run(prefect_client, again.flow_run_id)).flow_id == flow_id
+
+    await prefect_client.delete_flow(flow_id)  # as from the Prefect UI, with its runs
+    after = await _run(runner, driver_dir, "post_setup")
+
+    assert after.succeeded, after.error
+    flow_run = await _flow_run(prefect_client, after.flow_run_id)
+    assert flow_run.flow_id != flow_id and flow_run.state.is_completed()
+    assert "Set up shop in shop" in await _log_messages(prefect_client, after.flow_run_id)
+
+
 async def test_sync_action_runs_too(runner: ActionRunner, driver_dir: Path, prefect_client: Any) -> None:
     outcome = await _run(runner, driver_dir, "post_setup")
 

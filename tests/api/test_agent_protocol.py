@@ -206,6 +206,36 @@ def test_an_agent_reports_component_workloads_of_its_own_cluster_only(stack: Sta
     assert other.status_code == 404
 
 
+def test_an_agent_ends_a_task_and_reports_its_components_in_one_call(stack: Stack) -> None:
+    task_id = _deploy(stack)
+    agent = _agent(stack)
+    stack.client.post("/api/v1/agent/claim", json={}, headers=agent)
+    server = {
+        "name": "server",
+        "kind": "Deployment",
+        "workload": "shop-server",
+        "replicas": 1,
+        "ready_replicas": 1,
+        "images": ["example.com/shop/server:1.0.0"],
+    }
+    misspelt = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/end",
+        json={"components": [{**server, "ready_replica": 1}]},
+        headers=agent,
+    )
+    assert misspelt.status_code == 422 and "ready_replica" in misspelt.text
+
+    ended = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/end", json={"components": [server]}, headers=agent
+    )
+
+    assert ended.status_code == 200 and ended.json()["status"] == "succeeded", ended.text
+    admin = stack.headers(stack.token_for("admin"))
+    shown = stack.client.get("/api/v1/deployments/shop", headers=admin).json()
+    assert shown["status"] == "running"
+    assert shown["components_status"][0]["images"] == server["images"] and shown["components_status_at"]
+
+
 def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_upgrade_failed(
     stack: Stack,
 ) -> None:
@@ -413,6 +443,7 @@ def test_the_openapi_document_shows_each_kind_of_claimed_change_and_the_task_res
     end = document["paths"]["/api/v1/agent/tasks/{task_id}/end"]["post"]["requestBody"]
     body_ref = end["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
     assert "TaskResult" in str(schemas[body_ref]["properties"]["result"])
+    assert "ComponentStatus" in str(schemas[body_ref]["properties"]["components"])
 
 
 def test_a_claimed_upgrade_carries_the_versions_the_server_resolved(stack: Stack) -> None:

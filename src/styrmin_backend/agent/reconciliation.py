@@ -25,7 +25,7 @@ from styrmin_backend.agent.backups import run_backup, run_backup_delete, run_res
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionOutcome, ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch, prefect_unreachable_error
-from styrmin_backend.agent.server_api import ServerApi, describe_error
+from styrmin_backend.agent.server_api import ServerApi, ServerError, describe_error
 from styrmin_backend.cluster import ClusterAccess, ClusterError, HelmReleases, ReplicasChanged
 from styrmin_backend.domain import steps
 from styrmin_backend.domain.deployments import later_revision_wins
@@ -96,14 +96,24 @@ class Reconciliation:
             stopped_components=list(resolved.stopped_components),
         )
         self._result = TaskResult()
+        self._ending_steps: list[asyncio.Future[None]] = []
+        """Ends of succeeded steps sent to the server, whose answers are still awaited."""
         self.extra_context: dict[str, Any] = {}
         """More fields of the actions' GlobalContext (a backup's id and folder)."""
 
     async def run(self) -> None:
-        """Run the workflow and end the task: succeeded, or failed with the failing step's error."""
+        """Run the workflow and end the task: succeeded, or failed with the failing step's error.
+
+        The task ends in one call that also reports the components; the last step's end is sent
+        before the components are read and answered while they are.
+        """
         error: str | None = None
+        components: list[ComponentStatus] | None = None
+        reports = self.claim.change.type is not TaskType.DELETE
         try:
             await self._workflow()
+            ended = await asyncio.gather(self._steps_ended(), self._components() if reports else _nothing())
+            components = ended[1]
         except StepFailed as failed:
             error = str(failed)
         except Exception as unexpected:  # a bug: say so, keep the agent running
@@ -112,12 +122,35 @@ class Reconciliation:
                 f"Styrmin's agent hit an unexpected error: {describe_error(unexpected)}",
                 [self.claim.actions_token],
             )
-        if self.claim.change.type is not TaskType.DELETE:
-            await self.report_components()
-        await self.parts.api.end_task(self.claim.task_id, error, self._result)
+        if error is not None:
+            with contextlib.suppress(Exception):  # the task's end ends a step still running, failed
+                await self._steps_ended()
+            if reports:
+                components = await self._components()
+        try:
+            await self.parts.api.end_task(self.claim.task_id, error, self._result, components)
+        except ServerError as refused:
+            if components is None or refused.status_code != 422:
+                raise
+            # A server older than the combined call refuses its unknown field: the two calls instead.
+            log.warning("The server refused the components with the task's end (%s); sent apart.", refused)
+            await self._report(components)
+            await self.parts.api.end_task(self.claim.task_id, error, self._result)
 
     async def report_components(self) -> None:
         """Tell the server what the component workloads look like now (best effort: never fails the task)."""
+        components = await self._components()
+        if components is not None:
+            await self._report(components)
+
+    async def _report(self, components: list[ComponentStatus]) -> None:
+        try:
+            await self.parts.api.report_components(self.name, components)
+        except Exception as error:
+            log.warning("Could not report the components of %s: %s", self.name, error)
+
+    async def _components(self) -> list[ComponentStatus] | None:
+        """What the component workloads look like now; None when they cannot be read (logged)."""
         try:
             spec = await self._spec()
             statuses = []
@@ -144,9 +177,16 @@ class Reconciliation:
                         images=[c.image or "" for c in ordered],
                     )
                 )
-            await self.parts.api.report_components(self.name, statuses)
+            return statuses
         except Exception as error:
-            log.warning("Could not report the components of %s: %s", self.name, error)
+            log.warning("Could not read the components of %s: %s", self.name, error)
+            return None
+
+    async def _steps_ended(self) -> None:
+        """Wait for the answers to the ends of succeeded steps; raises as ``end_step`` does."""
+        ending, self._ending_steps = self._ending_steps, []
+        for answer in ending:
+            await answer
 
     async def _workflow(self) -> None:
         change = self.claim.change
@@ -195,6 +235,7 @@ class Reconciliation:
 
     @asynccontextmanager
     async def _step(self, name: str) -> AsyncIterator[int]:
+        await self._steps_ended()  # steps are recorded in order: the one before has ended
         step_id = await self.parts.api.add_step(self.claim.task_id, name)
         try:
             yield step_id
@@ -206,7 +247,9 @@ class Reconciliation:
             message = redact(f"{name} failed: {describe_error(unexpected)}", [self.claim.actions_token])
             await self.parts.api.end_step(step_id, message)
             raise StepFailed(message) from unexpected
-        await self.parts.api.end_step(step_id, None)
+        # Sent now, so the server records the step's real end; its answer is awaited before the next
+        # step or the task's end, which meanwhile need not wait for it (run() reads the components).
+        self._ending_steps.append(asyncio.ensure_future(self.parts.api.end_step(step_id, None)))
 
     async def _spec(self) -> DriverSpec:
         package = await self.parts.drivers.get(self.deployment.driver, self.target.driver_version)
@@ -336,33 +379,46 @@ class Reconciliation:
 
     async def _apply_chart(self, step_id: int) -> bool:
         """Write the StyrminDeployment and apply the chart; False when a later revision was there."""
-        if not await self._write_styrmin_deployment(step_id):
-            return False
         package = await self.parts.drivers.get(self.deployment.driver, self.target.driver_version)
         driver_dir = await self._driver_dir()
-        with tempfile.TemporaryDirectory(prefix="styrmin-chart-") as scratch:
+        scratch = tempfile.TemporaryDirectory(prefix="styrmin-chart-")
 
-            def prepare() -> InstallChart:
-                # In a thread: rendering and the YAML round trips would hold up the agent's other tasks.
-                chart = prepare_install_chart(
-                    driver_dir,
-                    package.spec,
-                    self.name,
-                    self.namespace,
-                    self.target.app_version,
-                    self.target.configuration,
-                    Path(scratch) / "chart",
-                    is_upgrade=self.claim.change.type is not TaskType.CREATE,
-                )
-                _keep_stopped_components_at_zero(
-                    chart.path, package.spec, self.name, self.target.stopped_components
-                )
-                return chart
+        def prepare() -> InstallChart:
+            # In a thread: rendering and the YAML round trips would hold up the agent's other tasks.
+            chart = prepare_install_chart(
+                driver_dir,
+                package.spec,
+                self.name,
+                self.namespace,
+                self.target.app_version,
+                self.target.configuration,
+                Path(scratch.name) / "chart",
+                is_upgrade=self.claim.change.type is not TaskType.CREATE,
+            )
+            _keep_stopped_components_at_zero(
+                chart.path, package.spec, self.name, self.target.stopped_components
+            )
+            return chart
 
-            chart = await asyncio.to_thread(prepare)
+        try:
+            # The chart renders while the StyrminDeployment is written: it is applied only once the
+            # write shows no later revision, and left unused when one is there.
+            rendering = asyncio.ensure_future(asyncio.to_thread(prepare))
+            written = False
+            try:
+                written = await self._write_styrmin_deployment(step_id)
+            finally:
+                await asyncio.wait([rendering])  # its thread writes into the scratch folder
+                if not written and not rendering.cancelled():
+                    rendering.exception()  # a chart that does not render matters only when applied
+            if not written:
+                return False
+            chart = rendering.result()
             recovered = await self.parts.helm.apply(
                 chart.path, chart.values, self.name, self.namespace, CHART_TIMEOUT_SECONDS
             )
+        finally:
+            await asyncio.to_thread(scratch.cleanup)
         if recovered is not None:
             await self.parts.api.add_note(step_id, recovered)
         self._result.applied = AppliedVersions(
@@ -419,6 +475,10 @@ class Reconciliation:
         current = await self.parts.cluster.workload(self.namespace, kind, workload)
         annotations = (current.metadata.annotations or {}) if current.metadata else {}
         return int(annotations.get(REPLICAS_ANNOTATION, "1"))
+
+
+async def _nothing() -> None:
+    return None
 
 
 _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -122,8 +122,17 @@ class ServerApi:
     async def end_step(self, step_id: int, error: str | None) -> None:
         await self._call_retrying("POST", f"/steps/{step_id}/end", json={"error": error})
 
-    async def end_task(self, task_id: int, error: str | None, result: TaskResult | None) -> None:
-        body = {"error": error, "result": (result.as_json() if result else None) or None}
+    async def end_task(
+        self,
+        task_id: int,
+        error: str | None,
+        result: TaskResult | None,
+        components: list[ComponentStatus] | None = None,
+    ) -> None:
+        """End a task; with ``components``, the deployment's component workloads are recorded with it."""
+        body: dict[str, Any] = {"error": error, "result": (result.as_json() if result else None) or None}
+        if components is not None:
+            body["components"] = [c.model_dump(mode="json") for c in components]
         await self._call_retrying("POST", f"/tasks/{task_id}/end", json=body)
 
     async def driver_archive(self, name: str, version: str) -> bytes:

@@ -462,3 +462,9 @@ class StepEndRequest(Strict):
 class TaskEndRequest(Strict):
     error: Annotated[str, StringConstraints(min_length=1, max_length=65536)] | None = None
     result: TaskResult | None = None
+    components: list[ComponentStatus] | None = Field(
+        default=None,
+        max_length=100,
+        description="The deployment's component workloads as the agent saw them at the task's end, "
+        "recorded as PUT /agent/deployments/{name}/components records them; null: not reported here.",
+    )

@@ -43,8 +43,15 @@ class HelmReleases:
     ) -> str | None:
         config = self._config(namespace)
         try:
-            # One status read serves both questions below (each read is ~20 ms of the task).
-            current = self._status(config, release)
+            # The usual case costs one call: the upgrade itself. Only when Helm refuses it (no such
+            # release, or one left pending) does a status read (~20 ms) say which, and what to do.
+            try:
+                config.upgrade(chart, release, values, namespace=namespace, timeout=timeout, wait="watcher")
+                return None
+            except helm.HelmError:
+                current = self._status(config, release)
+                if current is not None and not _is_pending(current):
+                    raise  # it exists and was not pending: the upgrade itself failed
             recovered, exists = self._recover_pending(config, release, current, timeout)
             if exists:
                 config.upgrade(chart, release, values, namespace=namespace, timeout=timeout, wait="watcher")
@@ -85,9 +92,9 @@ class HelmReleases:
         """
         if current is None:
             return None, False
-        status = str(current.get("status", ""))
-        if not status.startswith("pending"):
+        if not _is_pending(current):
             return None, True
+        status = str(current.get("status", ""))
         revision = current.get("revision")
         deployed = [r for r in config.history(release) if r.get("status") in ("deployed", "superseded")]
         if deployed:
@@ -121,3 +128,8 @@ class HelmReleases:
             return True
         finally:
             config.close()
+
+
+def _is_pending(status: dict[str, Any]) -> bool:
+    """Whether a release's status is one Helm gives a write in progress (pending-install, -upgrade, ...)."""
+    return str(status.get("status", "")).startswith("pending")

@@ -40,6 +40,8 @@ from styrmin_backend.drivers.workloads import (
 )
 
 _RENDERED_FOLDER = "rendered"
+_YamlDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's safe dumper when PyYAML has it (the same YAML, several times faster), else the pure one."""
 SECRET_CHECKSUM_ANNOTATION = "styrmin.io/secret-env-checksum"  # noqa: S105 - a name
 """Pod template annotation: a digest of the component's secret env vars (a change rolls pods out)."""
 _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
@@ -299,7 +301,7 @@ def prepare_install_chart(
     folder.mkdir(exist_ok=True)
     width = len(str(len(manifests)))
     for index, manifest in enumerate(manifests):
-        text = yaml.safe_dump(manifest, sort_keys=False)
+        text = yaml.dump(manifest, Dumper=_YamlDumper, sort_keys=False)
         (folder / f"{index:0{width}d}.yaml").write_text(text)
     if crds:
         (destination / "crds").mkdir(exist_ok=True)

@@ -274,9 +274,18 @@ def end_claimed_task(
     *,
     error: str | None,
     result: dict[str, object] | None,
+    components: list[ComponentStatus] | None = None,
 ) -> Task:
-    """End a task the agent ran; revokes its actions token and sets the deployment's status."""
+    """End a task the agent ran; revokes its actions token and sets the deployment's status.
+
+    With ``components``, also records the deployment's component workloads as the agent saw them
+    at the task's end, in the same transaction (one call of the agent instead of two).
+    """
     task = held_task(session, agent, task_id)
+    if components is not None and task.deployment_id is not None:
+        deployment = session.get(DeploymentRow, task.deployment_id)
+        if deployment is not None:
+            _record_components(deployment, components)
     _end(session, task, error=error, result=dict(result) if result else None)
     return Task.model_validate(task)
 
@@ -304,6 +313,10 @@ def report_components(
     deployment = session.scalars(select(DeploymentRow).where(DeploymentRow.name == name)).one_or_none()
     if deployment is None or deployment.cluster != agent.cluster:
         raise NotFound(f'There is no deployment "{name}" in cluster {agent.cluster}.', field="name")
+    _record_components(deployment, statuses)
+    return Deployment.model_validate(deployment)
+
+
+def _record_components(deployment: DeploymentRow, statuses: list[ComponentStatus]) -> None:
     deployment.components_status = [status.model_dump(mode="json") for status in statuses]
     deployment.components_status_at = utcnow()
-    return Deployment.model_validate(deployment)

@@ -130,33 +130,56 @@ def _memoize_parameter_schemas() -> None:
     prefect.flows.parameter_schema = parameter_schema  # type: ignore[attr-defined]
 
 
-def _read_the_default_result_storage_once() -> None:
-    """Make the flow run read the Prefect server's default result storage once, not twice.
+class _DefaultResultStorage:
+    """The Prefect server's default result storage, read once per flow run instead of twice.
 
     Prefect's engine asks the server for it while starting a flow run, once to decide whether
     results persist (async) and once for the result store (sync): two calls in a row, with the same
-    answer. This process runs one flow run, so the first answer holds for the rest of it.
+    answer. This process runs one flow run, so the first answer holds for the rest of it. The read
+    starts as the job arrives, beside the flow run's first calls to the server.
     """
+
+    def __init__(self, read_async: Any, read_sync: Any) -> None:
+        self._read_async = read_async
+        self._read_sync = read_sync
+        self._answer: list[Any] = []
+        self._reading: asyncio.Future[Any] | None = None
+
+    def start_reading(self) -> None:
+        if self._reading is None and not self._answer:
+            self._reading = asyncio.ensure_future(self._read_async())
+
+    async def first_answer_async(self) -> Any:
+        if not self._answer:
+            answer = await (self._reading if self._reading is not None else self._read_async())
+            self._answer[:] = self._answer or [answer]
+        return self._answer[0]
+
+    def first_answer_sync(self) -> Any:
+        if not self._answer:
+            # Called on the event loop's thread, it cannot wait there for a read still running.
+            reading = self._reading
+            done = reading is not None and reading.done() and reading.exception() is None
+            self._answer[:] = [reading.result() if reading is not None and done else self._read_sync()]
+        return self._answer[0]
+
+
+_default_result_storage: list[_DefaultResultStorage] = []
+"""This process's one ``_DefaultResultStorage``, once ``_read_the_default_result_storage_once`` made it."""
+
+
+def _read_the_default_result_storage_once() -> None:
+    """Make the flow run read the Prefect server's default result storage once (``_DefaultResultStorage``)."""
     import prefect.results
 
-    answers: list[Any] = []
     names = ("_aread_server_default_result_storage_block_id", "_read_server_default_result_storage_block_id")
     read_async, read_sync = (getattr(prefect.results, name, None) for name in names)
     if read_async is None or read_sync is None:  # another Prefect version: it reads as it does
         return
-
-    async def first_answer_async() -> Any:
-        if not answers:
-            answers.append(await read_async())
-        return answers[0]
-
-    def first_answer_sync() -> Any:
-        if not answers:
-            answers.append(read_sync())
-        return answers[0]
-
-    setattr(prefect.results, names[0], first_answer_async)
-    setattr(prefect.results, names[1], first_answer_sync)
+    storage = _DefaultResultStorage(read_async, read_sync)
+    _default_result_storage.append(storage)
+    setattr(prefect.results, names[0], storage.first_answer_async)
+    setattr(prefect.results, names[1], storage.first_answer_sync)
 
 
 def _make_a_cluster_client() -> None:
@@ -198,6 +221,88 @@ def _accepted(function: Any, parameters: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in parameters.items() if name in signature.parameters}
 
 
+async def _create_flow_run(action: Any, parameters: dict[str, Any], job: dict[str, Any]) -> Any:
+    """The action's flow run, Pending, made on the Prefect server.
+
+    ``create_flow_run`` asks the server for the flow's id (creating the flow the first time), then
+    makes the flow run. When the agent knows the flow's id from an earlier run (``flow_ids``), the
+    flow run is made with it at once, as ``create_flow_run`` would make it; a server that no longer
+    has that flow refuses it, and the flow run is made the usual way.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import FlowRunCreate
+    from prefect.client.schemas.objects import FlowRun, FlowRunPolicy
+    from prefect.exceptions import PrefectHTTPStatusError
+    from prefect.states import Pending, to_state_create
+
+    client = get_client()
+    name, tags = job.get("flow_run_name"), job.get("tags") or []
+    serialized = action.serialize_parameters(parameters)
+    flow_id = (job.get("flow_ids") or {}).get(action.name)
+    if flow_id is not None:
+        create = FlowRunCreate(
+            flow_id=flow_id,
+            flow_version=action.version,
+            name=name,
+            parameters=serialized,
+            context={},
+            tags=list(tags),
+            parent_task_run_id=None,
+            state=to_state_create(Pending()),
+            empirical_policy=FlowRunPolicy(
+                retries=action.retries, retry_delay=int(action.retry_delay_seconds or 0)
+            ),
+        )
+        try:
+            response = await client.request(
+                "POST", "/flow_runs/", json=create.model_dump(mode="json", exclude_unset=True)
+            )
+        except PrefectHTTPStatusError:  # the flow is gone (its server's database was reset)
+            pass
+        else:
+            flow_run = FlowRun.model_validate(response.json())
+            flow_run.parameters = serialized
+            return flow_run
+    return await client.create_flow_run(action, name=name, parameters=serialized, tags=tags, state=Pending())
+
+
+def _skip_the_engines_first_update(created: Any) -> None:
+    """Spare the flow run's engine its first call, which changes nothing on a flow run made here.
+
+    Given a flow run, Prefect's engine first sends the flow's version and retry policy to it
+    (``update_flow_run``); ``create_flow_run`` created it with both, from the same flow. That call
+    is answered here, unsent, when it carries exactly what the flow run was created with; any
+    other update is sent.
+    """
+    from prefect.client.orchestration import PrefectClient, SyncPrefectClient
+
+    version, policy = created.flow_version, created.empirical_policy.model_copy()
+
+    def unchanged(flow_run_id: Any, args: tuple[Any, ...], changes: dict[str, Any]) -> bool:
+        return (
+            flow_run_id == created.id
+            and not args
+            and set(changes) == {"flow_version", "empirical_policy"}
+            and changes["flow_version"] == version
+            and changes["empirical_policy"] == policy
+        )
+
+    update_async, update_sync = PrefectClient.update_flow_run, SyncPrefectClient.update_flow_run
+
+    async def update_unless_unchanged_async(self: Any, flow_run_id: Any, *args: Any, **changes: Any) -> Any:
+        if unchanged(flow_run_id, args, changes):
+            return None  # the engine does not use the answer
+        return await update_async(self, flow_run_id, *args, **changes)
+
+    def update_unless_unchanged_sync(self: Any, flow_run_id: Any, *args: Any, **changes: Any) -> Any:
+        if unchanged(flow_run_id, args, changes):
+            return None
+        return update_sync(self, flow_run_id, *args, **changes)
+
+    PrefectClient.update_flow_run = update_unless_unchanged_async  # type: ignore[method-assign]
+    SyncPrefectClient.update_flow_run = update_unless_unchanged_sync  # type: ignore[method-assign]
+
+
 async def _end_message(state: Any) -> dict[str, Any]:
     """The ``end`` message for the flow run's final state."""
     if state.is_completed():
@@ -213,26 +318,27 @@ async def _end_message(state: Any) -> dict[str, Any]:
 
 
 async def _run(job: dict[str, Any], channel: _Channel) -> None:
-    from prefect.client.orchestration import get_client
     from prefect.flow_engine import run_flow
-    from prefect.states import Pending
 
     from styrmin_backend.drivers.loading import ActionLoadError, load_action_flow
 
+    for storage in _default_result_storage:
+        storage.start_reading()
     try:
         action = load_action_flow(Path(job["driver_dir"]), job["location"])
     except ActionLoadError as exc:
         channel.send(_protocol.END, succeeded=False, state=None, error=str(exc), load_error=True)
         return
     parameters = _accepted(action.fn, job["parameters"])
-    flow_run = await get_client().create_flow_run(
-        action,
-        name=job.get("flow_run_name"),
-        parameters=action.serialize_parameters(parameters),
-        tags=job.get("tags") or [],
-        state=Pending(),
+    flow_run = await _create_flow_run(action, parameters, job)
+    channel.send(
+        _protocol.FLOW_RUN,
+        id=str(flow_run.id),
+        name=flow_run.name,
+        flow_name=action.name,
+        flow_id=str(flow_run.flow_id),
     )
-    channel.send(_protocol.FLOW_RUN, id=str(flow_run.id), name=flow_run.name)
+    _skip_the_engines_first_update(flow_run)
     state: Any
     if action.isasync:
         state = run_flow(action, flow_run=flow_run, parameters=parameters, return_type="state")

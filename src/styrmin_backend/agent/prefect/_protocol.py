@@ -2,7 +2,8 @@
 
 The agent writes one job on the process's stdin. The process writes its messages on a pipe of its own
 (not stdout, which the action may print to), in this order: ``ready`` once Prefect is imported;
-``flow_run`` once the action's flow run exists on the Prefect server; any number of ``log`` (each
+``flow_run`` once the action's flow run exists on the Prefect server (its id, and its flow's name and
+id, which the agent passes to later jobs as ``flow_ids``); any number of ``log`` (each
 record the flow run logs, for the agent to send to the Prefect server); ``end`` with the outcome.
 A process that ends without ``end`` has crashed.
 """

@@ -144,8 +144,10 @@ class _ActionRun:
         location: str,
         on_flow_run: FlowRunStarted | None,
         secrets: set[str],
+        flow_ids: dict[str, str],
     ) -> None:
         self.process = process
+        self._flow_ids = flow_ids
         self.client = client
         self.location = location
         self.logs = _LogShipper(client, secrets)
@@ -179,6 +181,8 @@ class _ActionRun:
             self.logs.add(message["log"])
         elif kind == _protocol.FLOW_RUN:
             self.flow_run_id = message["id"]
+            if message.get("flow_name") and message.get("flow_id"):
+                self._flow_ids[str(message["flow_name"])] = str(message["flow_id"])
         elif kind == _protocol.END:
             self.end = message
 
@@ -259,6 +263,9 @@ class ActionRunner:
         self._pool = RunnerPool(pool_size, env, python)
         self._client: Any = None
         self._background: set[asyncio.Task[None]] = set()
+        self._flow_ids: dict[str, str] = {}
+        """The Prefect server's id of each flow (by name) an action's flow run was made for: the next
+        process creates its flow run with it, without asking for the flow first."""
 
     async def start(self) -> None:
         """Connect to the Prefect server and start the pool's processes (they get ready in 2-3 s)."""
@@ -329,7 +336,7 @@ class ActionRunner:
                 flow_run_id=None,
                 duration=time.monotonic() - started,
             )
-        run = _ActionRun(process, self._client, location, on_flow_run, secrets)
+        run = _ActionRun(process, self._client, location, on_flow_run, secrets, self._flow_ids)
         process.send_job(
             {
                 "driver_dir": str(Path(driver_dir).resolve()),
@@ -340,6 +347,7 @@ class ActionRunner:
                 "env": dict(env),
                 "flow_run_name": flow_run_name,
                 "tags": [*tags, self.owner] if self.owner else list(tags),
+                "flow_ids": dict(self._flow_ids),
             }
         )
         try:

@@ -146,7 +146,10 @@ def add_step(task_id: IdParam, body: StepCreateRequest, db: Db, agent: Agent) ->
 
 @router.post("/tasks/{task_id}/end", response_model=TaskSummary)
 def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> TaskSummary:
-    """End a task: failed with an error, or succeeded. Its actions token is revoked."""
+    """End a task: failed with an error, or succeeded. Its actions token is revoked.
+
+    With ``components``, the deployment's component workloads are recorded too (in one call).
+    """
     return TaskSummary.model_validate(
         agents.end_claimed_task(
             db,
@@ -154,6 +157,7 @@ def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> Ta
             task_id,
             error=body.error,
             result=(body.result.as_json() if body.result else None) or None,
+            components=body.components,
         )
     )
 
