@@ -309,8 +309,14 @@ class Reconciliation:
             return link
 
         prefect = self.parts.prefect
-        if prefect is not None and prefect.error is not None:
-            raise StepFailed(prefect.error)
+        # The agent's view may be older than its last check (a claim that waited on the server
+        # through an outage, or a server back since): only a check now refuses the step.
+        if (
+            prefect is not None
+            and prefect.error is not None
+            and (reason := await prefect.check()) is not None
+        ):
+            raise StepFailed(prefect.error or prefect_unreachable_error(prefect.api_url, reason))
         running = asyncio.gather(
             *(
                 self.parts.runner.run_action(
