@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import inspect
 import io
 import logging
@@ -380,6 +381,10 @@ async def _main(channel: _Channel) -> int:
     ):
         async with AsyncClientContext.get_or_create():
             await _fetch_csrf_tokens()
+            # What the warm-up made lives as long as the process: out of the action's collections
+            # (a full one walked it all, about 0.1 s, in the middle of a flow run).
+            gc.collect()
+            gc.freeze()
             channel.send(_protocol.READY, pid=os.getpid())
             line = await asyncio.to_thread(sys.stdin.buffer.readline)
             if not line:  # the pool closed without using this process
