@@ -24,6 +24,17 @@ from .conftest import Stack
 CREATE = {"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"}
 
 
+SERVER_STATUS = {
+    "name": "server",
+    "kind": "Deployment",
+    "workload": "shop-server",
+    "replicas": 1,
+    "ready_replicas": 1,
+    "images": ["example.com/shop/server:1.0.0"],
+}
+"""The component status an agent reports of the example's server: one replica, ready."""
+
+
 def _agent(stack: Stack, name: str = "local-agent", cluster: str = "local") -> dict[str, str]:
     admin = stack.headers(stack.token_for("admin"))
     response = stack.client.post("/api/v1/agents", json={"name": name, "cluster": cluster}, headers=admin)
@@ -183,18 +194,7 @@ def test_only_admins_register_agents(stack: Stack) -> None:
 
 def test_an_agent_reports_component_workloads_of_its_own_cluster_only(stack: Stack) -> None:
     _deploy(stack)
-    report = {
-        "components": [
-            {
-                "name": "server",
-                "kind": "Deployment",
-                "workload": "shop-server",
-                "replicas": 1,
-                "ready_replicas": 1,
-                "images": ["example.com/shop/server:1.0.0"],
-            }
-        ]
-    }
+    report = {"components": [SERVER_STATUS]}
     mine = stack.client.put("/api/v1/agent/deployments/shop/components", json=report, headers=_agent(stack))
     assert mine.status_code == 200, mine.text
     admin = stack.headers(stack.token_for("admin"))
@@ -210,30 +210,24 @@ def test_an_agent_ends_a_task_and_reports_its_components_in_one_call(stack: Stac
     task_id = _deploy(stack)
     agent = _agent(stack)
     stack.client.post("/api/v1/agent/claim", json={}, headers=agent)
-    server = {
-        "name": "server",
-        "kind": "Deployment",
-        "workload": "shop-server",
-        "replicas": 1,
-        "ready_replicas": 1,
-        "images": ["example.com/shop/server:1.0.0"],
-    }
     misspelt = stack.client.post(
         f"/api/v1/agent/tasks/{task_id}/end",
-        json={"components": [{**server, "ready_replica": 1}]},
+        json={"components": [{**SERVER_STATUS, "ready_replica": 1}]},
         headers=agent,
     )
     assert misspelt.status_code == 422 and "ready_replica" in misspelt.text
 
     ended = stack.client.post(
-        f"/api/v1/agent/tasks/{task_id}/end", json={"components": [server]}, headers=agent
+        f"/api/v1/agent/tasks/{task_id}/end", json={"components": [SERVER_STATUS]}, headers=agent
     )
 
     assert ended.status_code == 200 and ended.json()["status"] == "succeeded", ended.text
     admin = stack.headers(stack.token_for("admin"))
     shown = stack.client.get("/api/v1/deployments/shop", headers=admin).json()
     assert shown["status"] == "running"
-    assert shown["components_status"][0]["images"] == server["images"] and shown["components_status_at"]
+    assert (
+        shown["components_status"][0]["images"] == SERVER_STATUS["images"] and shown["components_status_at"]
+    )
 
 
 def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_upgrade_failed(
