@@ -28,7 +28,7 @@ PathArgument = Annotated[
 
 def _local_report(path: Path) -> DriverReport:
     from styrmin.models import DriverReport
-    from styrmin_backend.drivers import validate_driver
+    from styrmin_drivers.validation import validate_driver
 
     return DriverReport.model_validate(validate_driver(path).model_dump(mode="json"))
 
