@@ -94,5 +94,5 @@ def retry_delay(
     """Seconds before try number ``attempt`` + 1 of a call that met an outage: doubling from ``first``
     up to ``cap``, with "full jitter" in its upper half so that many callers do not come back at once."""
     ceiling = min(cap, first * 2.0 ** max(0, attempt - 1))
-    spread: float = (jitter or random).uniform(0, ceiling / 2)  # noqa: S311 (not for secrets)
+    spread: float = (jitter or random).uniform(0, ceiling / 2)
     return ceiling / 2 + spread
