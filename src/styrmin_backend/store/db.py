@@ -78,9 +78,10 @@ class DatabaseOutages:
         self._until: datetime | None = None
         self._away = False
 
-    def record_failure(self) -> bool:
-        """Note a call that the database could not serve; returns whether an outage began with it."""
-        now = utcnow()
+    def record_failure(self, at: datetime | None = None) -> bool:
+        """Note a call that the database could not serve (now, or ``at``); returns whether an
+        outage began with it."""
+        now = at or utcnow()
         with self._lock:
             # Stale pooled connections still fail for a moment after a reconnect: the same outage.
             fresh = self._until is None or now - self._until > _SAME_OUTAGE
@@ -95,6 +96,12 @@ class DatabaseOutages:
         if self._away:
             with self._lock:
                 self._away = False
+
+    def clear(self) -> None:
+        """Forget every outage seen (a test's, once it is over)."""
+        with self._lock:
+            self._since = self._until = None
+            self._away = False
 
     @property
     def away(self) -> bool:
