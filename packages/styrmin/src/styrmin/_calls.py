@@ -194,8 +194,13 @@ def upgrade_deployment(
         body["app_version"] = app_version
     if driver_version is not None:
         body["driver_version"] = driver_version
+    # Idempotent (the seed's upgrade_deployment_version): again, it finds the deployment at that version.
     return Call(
-        "POST", f"/deployments/{_seg(name)}/upgrade", model(Change), json=_with_origin(body, started_by_step)
+        "POST",
+        f"/deployments/{_seg(name)}/upgrade",
+        model(Change),
+        json=_with_origin(body, started_by_step),
+        idempotent=True,
     )
 
 
@@ -212,7 +217,8 @@ def set_components(
         components = [components]
     verb = "start" if running else "stop"
     body = _with_origin({"components": list(components)}, started_by_step)
-    return Call("POST", f"/deployments/{_seg(name)}/{verb}", model(Change), json=body)
+    # Idempotent (the seed's stop_components and start_components): it asks for a state, not a step.
+    return Call("POST", f"/deployments/{_seg(name)}/{verb}", model(Change), json=body, idempotent=True)
 
 
 def delete_deployment(name: str) -> Call[Change]:
