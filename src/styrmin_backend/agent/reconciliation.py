@@ -23,10 +23,12 @@ from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.agent.backup_storage import BackupFolder
 from styrmin_backend.agent.backups import run_backup, run_backup_delete, run_restore
 from styrmin_backend.agent.drivers_cache import DriverCache
-from styrmin_backend.agent.prefect import ActionOutcome, ActionRunner
+from styrmin_backend.agent.helm_lock import ReleaseWrites
+from styrmin_backend.agent.prefect import ActionOutcome
 from styrmin_backend.agent.prefect.health import PrefectWatch, prefect_unreachable_error
+from styrmin_backend.agent.prefect_cancel import ActionRuns
 from styrmin_backend.agent.server_api import ServerApi, ServerError, describe_error
-from styrmin_backend.cluster import ClusterAccess, ClusterError, HelmReleases, ReplicasChanged
+from styrmin_backend.cluster import ClusterAccess, ClusterError, ReplicasChanged
 from styrmin_backend.domain import steps
 from styrmin_backend.domain.deployments import later_revision_wins
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
@@ -58,8 +60,9 @@ class AgentParts:
 
     api: ServerApi
     cluster: ClusterAccess
-    helm: HelmReleases
-    runner: ActionRunner
+    helm: ReleaseWrites
+    """Per task: ``helm_lock.LockedHelmReleases`` over ``cluster.HelmReleases`` (see agent/loop.py)."""
+    runner: ActionRuns
     drivers: DriverCache
     prefect: PrefectWatch | None = None
     """The agent's watch of the Prefect server: actions stop when it goes away."""
@@ -352,6 +355,9 @@ class Reconciliation:
         either: list[asyncio.Future[Any]] = [running, away]
         try:
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            running.cancel()  # the task was cancelled: stop its actions (asyncio.wait leaves them running)
+            raise
         finally:
             away.cancel()
         if running.done():
