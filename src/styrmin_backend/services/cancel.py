@@ -19,8 +19,8 @@ from styrmin_backend.services.task_models import Task
 from styrmin_backend.store.models import TaskRow
 
 CANCELLED_ERROR = (
-    "Cancelled by {by} at {at}. Styrmin stopped what the task ran and left the cluster as it was: "
-    "a change cancelled half done may need a retry or a restore."
+    "Cancelled by {by} at {at}. Styrmin left the cluster as it was: a change cancelled half done may "
+    "need a retry or a restore."
 )
 CANCELLED_WITH_PARENT = "Cancelled with task {parent}, whose action started it ({by} cancelled that task)."
 
