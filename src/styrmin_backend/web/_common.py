@@ -208,8 +208,10 @@ def confirm_page(
     hidden: dict[str, Any] | None = None,
     danger: bool = False,
     section: str = "deployments",
+    back: str = "Cancel",
 ) -> HTMLResponse:
-    """The page asking to confirm a change: what it will do, and a button that posts ``hidden`` again."""
+    """The page asking to confirm a change: what it will do, a button that posts ``hidden`` again, and
+    a link (``back``) to ``cancel`` that changes nothing."""
     return render(
         request,
         "confirm.html",
@@ -220,6 +222,7 @@ def confirm_page(
         hidden=hidden or {},
         button=button,
         cancel=cancel,
+        back=back,
         danger=danger,
         section=section,
     )
