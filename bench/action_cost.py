@@ -93,20 +93,19 @@ def stack_cpu_seconds() -> float:
     return total / _TICKS
 
 
-def stack_pss_mb() -> tuple[float, int]:
-    """The PSS of this process and all below it, in MB, and how many processes that is."""
-    total_kb, count = 0, 0
+def stack_pss_mb() -> tuple[float, list[tuple[float, str]]]:
+    """The PSS of this process and all below it, in MB, and each process's (MB, command line)."""
+    each = []
     for pid in _tree(os.getpid()):
         try:
             with open(f"/proc/{pid}/smaps_rollup") as rollup:
-                for line in rollup:
-                    if line.startswith("Pss:"):
-                        total_kb += int(line.split()[1])
-                        count += 1
-                        break
-        except OSError:
+                kb = next(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, StopIteration):
             continue
-    return total_kb / 1024, count
+        each.append((kb / 1024, " ".join(command.split())[:90]))
+    return sum(mb for mb, _ in each), sorted(each, reverse=True)
 
 
 def verdict(met: bool) -> str:
@@ -185,16 +184,18 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         print(f"  CPU in the 3 s after the last one (refills): {settled - before - cpus[-1]:.3f} s")
 
         share = idle(args.idle_seconds)
-        pss, processes = stack_pss_mb()
+        pss, each = stack_pss_mb()
         print(f"\nidle stack ({load()}):")
         print(
             f"  CPU: {100 * share:.1f}% of a core over {args.idle_seconds:g} s"
             f"   (target <= {100 * IDLE_CPU_TARGET:g}%: {verdict(share <= IDLE_CPU_TARGET)})"
         )
         print(
-            f"  memory: {pss:.0f} MB PSS in {processes} processes"
+            f"  memory: {pss:.0f} MB PSS in {len(each)} processes"
             f"   (target <= {IDLE_PSS_TARGET_MB} MB: {verdict(pss <= IDLE_PSS_TARGET_MB)})"
         )
+        for mb, command in each:
+            print(f"    {mb:6.0f} MB  {command}")
 
         if args.fleet:
             fleet(stack, args.fleet, args.fleet_rounds)
