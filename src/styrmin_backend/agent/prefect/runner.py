@@ -282,6 +282,7 @@ class ActionRunner:
             name: value for name, value in os.environ.items() if not name.startswith(_AGENT_ONLY_ENV_PREFIXES)
         }
         env |= {"PREFECT_API_URL": api_url, "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore"}
+        env.setdefault("MALLOC_ARENA_MAX", "2")  # the fork server runs one thread; its children few
         self._pool = ForkServer(env, python)
         self._client: Any = None
         self._background: set[asyncio.Task[None]] = set()

@@ -20,7 +20,7 @@ import httpx
 _HEALTH_POLL_SECONDS = 0.1
 
 _STOP_WITH_OWNER = """
-import gc, os, runpy, signal, sys, threading, time
+import ctypes, gc, os, runpy, signal, sys, threading, time
 
 owner = int(sys.argv[1])
 
@@ -28,6 +28,10 @@ owner = int(sys.argv[1])
 def freeze_the_started_objects(*_):
     gc.collect()
     gc.freeze()
+    try:  # give the heap that the start freed back to the system
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 signal.signal(signal.SIGUSR1, freeze_the_started_objects)
@@ -136,6 +140,8 @@ class LocalPrefectServer:
             "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
             "PREFECT_SERVER_SERVICES_LATE_RUNS_ENABLED": "false",
             "PREFECT_SERVER_SERVICES_PAUSE_EXPIRATIONS_ENABLED": "false",
+            # Fewer malloc arenas for its threads: less memory held, for the same work.
+            "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
         }
         command = [
             *(self._python, "-c", _STOP_WITH_OWNER, str(os.getpid())),
