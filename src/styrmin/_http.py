@@ -165,6 +165,10 @@ def resolve_retry_seconds(seconds: float | None) -> float:
         ) from None
 
 
+def _clock(moment: float) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(moment))
+
+
 class Retrying:
     """The retries of one call (I/O-free: both clients sleep the delays it gives).
 
@@ -176,6 +180,7 @@ class Retrying:
         self._call = call
         self._base_url = base_url
         self._deadline = time.monotonic() + seconds
+        self._began = time.time()
         self._seconds = seconds
         self._retries = retries
         self.attempt = 0
@@ -215,7 +220,10 @@ class Retrying:
     def gave_up(self, error: StyrminError) -> StyrminError:
         """``error`` saying how long the call waited, when it did."""
         if self.waited:
-            error.message = f"{error.message} (tried again for {self._seconds:.0f} s)"
+            error.message = (
+                f"{error.message} (tried again from {_clock(self._began)} to {_clock(time.time())}, "
+                f"{time.time() - self._began:.0f} s; {RETRY_SECONDS_ENV} sets how long)"
+            )
             error.args = (error.message,)
         return error
 

@@ -25,7 +25,7 @@ from styrmin_backend.agent.backups import run_backup, run_backup_delete, run_res
 from styrmin_backend.agent.drivers_cache import DriverCache
 from styrmin_backend.agent.prefect import ActionOutcome, ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch, prefect_unreachable_error
-from styrmin_backend.agent.server_api import ServerApi, ServerError, describe_error
+from styrmin_backend.agent.server_api import ServerApi, ServerError, StyrminAway, describe_error
 from styrmin_backend.cluster import ClusterAccess, ClusterError, HelmReleases, ReplicasChanged
 from styrmin_backend.domain import steps
 from styrmin_backend.domain.deployments import later_revision_wins
@@ -114,7 +114,7 @@ class Reconciliation:
             await self._workflow()
             ended = await asyncio.gather(self._steps_ended(), self._components() if reports else _nothing())
             components = ended[1]
-        except StepFailed as failed:
+        except (StepFailed, StyrminAway) as failed:  # StyrminAway: no server served within the retry time
             error = str(failed)
         except Exception as unexpected:  # a bug: say so, keep the agent running
             log.exception("Task %s failed unexpectedly", self.claim.task_id)
