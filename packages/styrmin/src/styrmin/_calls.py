@@ -58,7 +58,8 @@ def driver_archive(source: DriverSource) -> bytes:
         return bytes(source)
     path = Path(source)
     if path.is_dir():
-        from styrmin_backend.drivers import DriverError, pack_driver_folder
+        from styrmin_drivers.package import pack_driver_folder
+        from styrmin_drivers.report import DriverError
 
         try:
             return pack_driver_folder(path)
