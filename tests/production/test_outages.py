@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 def test_a_10_s_database_outage_fails_no_task_and_no_request_gets_a_500(tmp_path: Path) -> None:
     found = outage.run(tmp_path, part="database", seconds=10, deployments=3, rounds=1)
     report = "\n".join(outage.report(found))
+    print(report)  # shown with -rP
     assert found.statuses["succeeded"] == found.tasks == 3, report
     assert found.answers[500] == 0 and found.answers[503] > 0, report
     assert found.ran_twice == [], report
@@ -33,6 +34,7 @@ def test_a_40_s_database_outage_ends_every_task_once_each_failed_one_naming_the_
     # A retry time shorter than the outage, so that tasks do fail: each must say the database was away.
     found = outage.run(tmp_path, part="database", seconds=40, retry_seconds=15, deployments=3, rounds=1)
     report = "\n".join(outage.report(found))
+    print(report)  # shown with -rP
     assert sum(found.statuses.values()) == found.tasks == 3, report
     assert set(found.statuses) <= {"succeeded", "failed"}, report
     assert all("database" in failure for failure in found.failures), report
@@ -46,6 +48,7 @@ def test_a_server_killed_for_60_s_loses_nothing_and_its_agent_goes_on_through_th
 ) -> None:
     found = outage.run(tmp_path, part="server", seconds=60, deployments=3, rounds=1)
     report = "\n".join(outage.report(found))
+    print(report)  # shown with -rP
     assert found.statuses["succeeded"] == found.tasks == 3, report
     assert found.ran_twice == [] and found.answers[500] == 0, report
     assert found.switched_server, report
