@@ -16,7 +16,7 @@ from styrmin_backend.protocol import Claim, ComponentStatus, TaskResult
 
 log = logging.getLogger("styrmin.agent")
 
-DEFAULT_RETRY_SECONDS = 60.0
+DEFAULT_RETRY_SECONDS = 90.0
 """How long a call that must land waits for a server (and its database) by default."""
 END_RETRY_FACTOR = 3
 """A task's or step's end waits three times as long: the server takes an agent's late end (its

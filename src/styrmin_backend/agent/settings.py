@@ -21,7 +21,7 @@ class AgentSettings(BaseSettings):
         "uses the one that answers).",
     )
     retry_seconds: float = Field(
-        default=60,
+        default=90,
         ge=0,
         le=3600,
         validation_alias=AliasChoices("STYRMIN_AGENT_RETRY_SECONDS", "STYRMIN_RETRY_SECONDS"),
