@@ -103,7 +103,9 @@ class Agent:
         settings = self.settings
         connection = ClusterConnection.find(settings.kubeconfig, settings.service_account_dir)
         log.info("Reaching the cluster through %s", connection.describe())
-        api = ServerApi(settings.server_url, settings.key.get_secret_value())
+        api = ServerApi(
+            settings.server_url, settings.key.get_secret_value(), retry_seconds=settings.retry_seconds
+        )
         cluster = ClusterAccess(connection)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         previous, instance = _new_instance(settings.data_dir)
@@ -245,13 +247,19 @@ class Agent:
             if error.task_cancelled:
                 log.info("Task %s: stopped, as it was cancelled (%s)", claimed.task_id, error)
                 await self._say_stopped(parts.api, claimed.task_id)
+            elif error.task_lost:
+                log.warning(
+                    "Task %s had ended on the server before this agent ended it: %s", claimed.task_id, error
+                )
             else:
-                log.exception(
-                    "Task %s could not be ended (%s); its lease will run out", claimed.task_id, error
+                log.error(
+                    "Task %s could not be ended (%s); the server ends it once its lease runs out",
+                    claimed.task_id,
+                    error,
                 )
         except Exception as error:
             log.exception(
-                "Task %s could not be ended (%s); its lease will run out",
+                "Task %s could not be ended (%s); the server ends it once its lease runs out",
                 claimed.task_id,
                 describe_error(error),
             )

@@ -17,6 +17,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.outages import DATABASE, Outage
 
+_CONNECT_TIMEOUT_SECONDS = 10
+
 _SQLITE_CONNECTIONS = 48
 """At least the server's worker threads (anyio's default 40) plus the agent's own calls' threads."""
 
@@ -41,8 +43,15 @@ def make_engine(url: str, *, wait_seconds: float = 30.0) -> Engine:
         event.listen(engine, "connect", _configure_sqlite)
     else:
         # No pre-ping: it costs a round trip per request; recycle connections instead.
+        # A database host that does not answer at all (a network partition) fails a connection in
+        # 10 s, so the request gets its 503 then rather than waiting on TCP's own timeout.
         engine = create_engine(
-            url, pool_size=10, max_overflow=20, pool_recycle=1800, pool_timeout=wait_seconds
+            url,
+            pool_size=10,
+            max_overflow=20,
+            pool_recycle=1800,
+            pool_timeout=wait_seconds,
+            connect_args={"connect_timeout": _CONNECT_TIMEOUT_SECONDS},
         )
     _watch_outages(engine)
     return engine

@@ -64,7 +64,7 @@ class Client:
     ``url`` defaults to ``STYRMIN_URL`` and ``token`` to ``STYRMIN_TOKEN``. Reads (GET) and the
     idempotent writes (stopping, starting components, upgrading to a version) are retried on
     connection errors and 502/503/504 for ``retry_seconds`` (default ``STYRMIN_RETRY_SECONDS``, else
-    60 s; at most ``retries`` times when given), with backoff and jitter; other writes are never
+    90 s; at most ``retries`` times when given), with backoff and jitter; other writes are never
     retried. Errors the server answers raise :class:`styrmin.errors.APIError` subclasses carrying its
     message and status.
 

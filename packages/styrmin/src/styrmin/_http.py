@@ -32,7 +32,7 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_RETRIES: int | None = None
 """No bound on the number of tries: ``retry_seconds`` bounds them."""
 RETRY_SECONDS_ENV = "STYRMIN_RETRY_SECONDS"
-DEFAULT_RETRY_SECONDS = 60.0
+DEFAULT_RETRY_SECONDS = 90.0
 """How long an idempotent call waits for Styrmin by default: a database or server restart fits in it."""
 RETRY_STATUSES = frozenset({502, 503, 504})
 """Statuses an idempotent call is retried on: the server (or a proxy before it, or its database) is away."""
@@ -144,14 +144,15 @@ def retry_delay(attempt: int, response: httpx.Response | None) -> float:
     doubling from 0.25 s up to 5 s, with jitter so that many clients do not come back at once."""
     if response is not None:
         after = response.headers.get("retry-after", "")
-        if after.isdigit():
-            return min(float(after), _MAX_DELAY_SECONDS)
+        if after.isdigit():  # what the server asks, and a little more (jitter) so clients spread out
+            wait = min(float(after), _MAX_DELAY_SECONDS)
+            return float(min(_MAX_DELAY_SECONDS, wait + random.uniform(0, wait / 4)))  # noqa: S311
     ceiling = min(0.25 * 2 ** (attempt - 1), _MAX_DELAY_SECONDS)
     return float(ceiling / 2 + random.uniform(0, ceiling / 2))  # noqa: S311 (not for secrets)
 
 
 def resolve_retry_seconds(seconds: float | None) -> float:
-    """How long idempotent calls wait for Styrmin: ``seconds``, else ``STYRMIN_RETRY_SECONDS``, else 60."""
+    """How long idempotent calls wait for Styrmin: ``seconds``, else ``STYRMIN_RETRY_SECONDS``, else 90."""
     if seconds is not None:
         return max(0.0, seconds)
     text = os.environ.get(RETRY_SECONDS_ENV, "").strip()
@@ -165,6 +166,10 @@ def resolve_retry_seconds(seconds: float | None) -> float:
         ) from None
 
 
+def _clock(moment: float) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(moment))
+
+
 class Retrying:
     """The retries of one call (I/O-free: both clients sleep the delays it gives).
 
@@ -176,6 +181,7 @@ class Retrying:
         self._call = call
         self._base_url = base_url
         self._deadline = time.monotonic() + seconds
+        self._began = time.time()
         self._seconds = seconds
         self._retries = retries
         self.attempt = 0
@@ -215,7 +221,10 @@ class Retrying:
     def gave_up(self, error: StyrminError) -> StyrminError:
         """``error`` saying how long the call waited, when it did."""
         if self.waited:
-            error.message = f"{error.message} (tried again for {self._seconds:.0f} s)"
+            error.message = (
+                f"{error.message} (tried again from {_clock(self._began)} to {_clock(time.time())}, "
+                f"{time.time() - self._began:.0f} s; {RETRY_SECONDS_ENV} sets how long)"
+            )
             error.args = (error.message,)
         return error
 

@@ -56,6 +56,8 @@ WORK_QUEUE = "default"
 _AGENT_ONLY_ENV_PREFIXES = ("STYRMIN_", "PREFECT__")
 """The agent's own Styrmin settings (its key among them) and Prefect's per-run variables stay out of
 every action's environment; an action gets the STYRMIN_* variables its job gives it."""
+_PASSED_TO_ACTIONS = frozenset({"STYRMIN_RETRY_SECONDS"})
+"""Except these: how long the primitives wait for Styrmin is the agent's setting too (docs/agent.md)."""
 
 
 @dataclass(frozen=True)
@@ -279,7 +281,9 @@ class ActionRunner:
         self._api_key = PREFECT_API_KEY.value()
         self._auth_string = PREFECT_API_AUTH_STRING.value()
         env = {
-            name: value for name, value in os.environ.items() if not name.startswith(_AGENT_ONLY_ENV_PREFIXES)
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith(_AGENT_ONLY_ENV_PREFIXES) or name in _PASSED_TO_ACTIONS
         }
         env |= {"PREFECT_API_URL": api_url, "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore"}
         env.setdefault("MALLOC_ARENA_MAX", "2")  # the fork server runs one thread; its children few
