@@ -76,6 +76,14 @@ def test_preview_of_an_upgrade_shows_the_new_image_in_the_deployment_diff_and_re
     shown = _preview(stack, token, {"type": "upgrade", "app_version": "2.0.0"})
 
     assert shown["refusal"] is None
+    (upgrade,) = shown["changes"]
+    assert [step["name"] for step in upgrade["steps"]] == ["Run the upgrade hook"]
+    assert upgrade["steps"][0]["actions"] == [
+        {"name": "upgrade", "description": "Stop workers, run migration, restart, verify"}
+    ]
+    assert {"hook": "upgrade", "mode": "pre"} in [
+        {"hook": s["hook"], "mode": s["mode"]} for s in upgrade["skipped"]
+    ]
     assert shown["versions_from"] == {"driver_version": "1.0.0", "app_version": "1.0.0"}
     assert shown["versions_to"] == {"driver_version": "1.0.0", "app_version": "2.0.0"}
     server = next(o for o in shown["objects"] if o["kind"] == "Deployment" and o["name"] == "shop-server")
@@ -133,3 +141,115 @@ def test_preview_of_a_driver_version_that_does_not_exist_says_what_the_request_w
     assert real.status_code == 422
     assert shown["refusal"]["message"] == real.json()["message"]
     assert "no version 9.9.9" in shown["refusal"]["message"]
+
+
+def test_rollback_after_a_configuration_change_restores_it(stack: Stack) -> None:
+    stack.add_driver("1.0.0")
+    token = stack.token_for("admin")
+    _create(stack, token, {"values": {"server": {"replicas": 2}}, "env": {"server": {"API_TOKEN": "first"}}})
+    changed = stack.client.put(
+        "/api/v1/deployments/shop/configuration",
+        json={"values": {"server": {"replicas": 3}}, "env": {"server": {"API_TOKEN": "second"}}},
+        headers=stack.headers(token),
+    )
+    assert changed.status_code == 202, changed.text
+    _succeed(stack, changed.json()["task"]["id"])
+
+    shown = _preview(stack, token, {"type": "rollback", "to_revision": 1})
+    rolled = stack.client.post(
+        "/api/v1/deployments/shop/rollback", json={"to_revision": 1}, headers=stack.headers(token)
+    )
+
+    assert [c["type"] for c in shown["changes"]] == ["configure"]
+    assert shown["configuration_to"]["values"] == {"server": {"replicas": 2}}
+    assert rolled.status_code == 202, rolled.text
+    (change,) = rolled.json()["changes"]
+    assert change["task"]["type"] == "configure"
+    assert change["task"]["revision"] == 3
+    with stack.session() as session:
+        deployment = session.scalars(select(DeploymentRow)).one()
+        assert deployment.configuration["values"] == {"server": {"replicas": 2}}
+        assert deployment.configuration["env"] == {"server": {"API_TOKEN": "first"}}
+    history = stack.client.get("/api/v1/deployments/shop/revisions", headers=stack.headers(token)).json()
+    assert [(r["revision"], r["type"]) for r in history] == [
+        (3, "configure"),
+        (2, "configure"),
+        (1, "create"),
+    ]
+    assert history[1]["configuration"]["env"]["server"]["API_TOKEN"] == "<secret: set>"
+    assert "second" not in str(history)
+
+
+def test_rollback_to_an_earlier_version_is_an_upgrade_with_that_revision_s_configuration(
+    stack: Stack,
+) -> None:
+    stack.add_driver("1.0.0")
+    token = stack.token_for("admin")
+    _create(stack, token, {"values": {"server": {"replicas": 2}}})
+    upgraded = stack.client.post(
+        "/api/v1/deployments/shop/upgrade", json={"app_version": "2.0.0"}, headers=stack.headers(token)
+    )
+    _succeed(stack, upgraded.json()["task"]["id"])
+
+    rolled = stack.client.post(
+        "/api/v1/deployments/shop/rollback", json={"to_revision": 1}, headers=stack.headers(token)
+    )
+
+    assert rolled.status_code == 202, rolled.text
+    (change,) = rolled.json()["changes"]
+    assert change["task"]["type"] == "upgrade"
+    assert change["deployment"]["app_version"] == "1.0.0"
+
+
+def test_rollback_to_a_revision_that_does_not_exist_names_the_ones_there_are(stack: Stack) -> None:
+    stack.add_driver("1.0.0")
+    token = stack.token_for("admin")
+    _create(stack, token)
+
+    response = stack.client.post(
+        "/api/v1/deployments/shop/rollback", json={"to_revision": 7}, headers=stack.headers(token)
+    )
+
+    assert response.status_code == 404
+    assert response.json()["field"] == "revision"
+    assert "revisions 1 to 1" in response.json()["message"]
+
+
+def test_apply_creates_then_changes_then_reports_unchanged(stack: Stack) -> None:
+    stack.add_driver("1.0.0")
+    token = stack.token_for("admin")
+    desired: dict[str, Any] = {"namespace": "shop", "driver": "shop", "driver_version": "1.0.0"}
+
+    def apply() -> dict[str, Any]:
+        response = stack.client.post(
+            "/api/v1/deployments/shop/apply", json=desired, headers=stack.headers(token)
+        )
+        assert response.status_code == 202, response.text
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    created = apply()
+    _succeed(stack, created["changes"][0]["task"]["id"])
+    desired["configuration"] = {"values": {"server": {"replicas": 2}}}
+    changed = apply()
+    unchanged = apply()
+
+    assert created["outcome"] == "created"
+    assert changed["outcome"] == "changed"
+    assert [c["task"]["type"] for c in changed["changes"]] == ["configure"]
+    assert unchanged == {"outcome": "unchanged", "changes": []}
+
+
+def test_apply_of_a_deployment_s_own_answer_is_unchanged(stack: Stack) -> None:
+    stack.add_driver("1.0.0")
+    token = stack.token_for("admin")
+    _create(stack, token, {"env": {"server": {"DB_PASSWORD": SECRET_PASSWORD}}})
+    shown = stack.client.get("/api/v1/deployments/shop", headers=stack.headers(token)).json()
+    desired = {
+        key: shown[key] for key in ("namespace", "driver", "driver_version", "app_version", "configuration")
+    }
+
+    response = stack.client.post("/api/v1/deployments/shop/apply", json=desired, headers=stack.headers(token))
+
+    assert response.status_code == 202, response.text
+    assert response.json()["outcome"] == "unchanged"

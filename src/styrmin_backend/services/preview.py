@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.domain.manifest_diff import ObjectDiff, conceal_configuration_pair, diff_manifests
+from styrmin_backend.domain.plan import ChangeFacts, DeclaredAction, Plan, decide
 from styrmin_backend.domain.roles import Role, role_refusal
 from styrmin_backend.domain.status import DeploymentStatus
 from styrmin_backend.domain.tasks import TaskType
@@ -70,11 +71,36 @@ class Versions:
 
 @dataclass(frozen=True)
 class PlannedChange:
-    """One change the request would record: its type and revision, and what it moves the deployment to."""
+    """One change the request would record: its type and revision, what it moves the deployment to,
+    and its plan (the steps its task will record, and the hook modes that will not run)."""
 
     type: TaskType
     revision: int
     change: Change
+    plan: Plan
+
+
+def change_facts(change: Change) -> ChangeFacts:
+    """What the plan rule reads of a claimed change."""
+    target = change.target
+    return ChangeFacts(
+        kind=change.type,
+        app_version=target.app_version,
+        driver_version=target.driver_version,
+        from_app_version=getattr(change, "from_app_version", None),
+        from_driver_version=getattr(change, "from_driver_version", None),
+        run_hooks=bool(getattr(change, "run_hooks", True)),
+        components=tuple(getattr(change, "components", ())),
+        restores_configuration=bool(getattr(change, "restores_configuration", False)),
+    )
+
+
+def declared_actions(spec: DriverSpec) -> list[DeclaredAction]:
+    """The actions a driver version declares, as the plan rule reads them."""
+    return [
+        DeclaredAction(name=a.name, hook=a.hook, mode=a.mode, description=a.description)
+        for a in spec.spec.actions
+    ]
 
 
 @dataclass(frozen=True)
@@ -186,7 +212,12 @@ def plan_preview(
             assert change_row is not None
             task_type = TaskType(task.type)
             change = claimed_change(task_type, dict(change_row.spec), recorded.deployment)
-            planned.append(PlannedChange(type=task_type, revision=task.revision or 0, change=change))
+            # The plan of the driver version the change moves to, as the agent will run it.
+            spec = stored_spec(
+                get_driver_row(session, recorded.deployment.driver_name, change.target.driver_version)
+            )
+            plan = decide(change_facts(change), declared_actions(spec))
+            planned.append(PlannedChange(task_type, task.revision or 0, change, plan))
             driver_name = recorded.deployment.driver_name
             namespace = recorded.deployment.namespace
         extra = notes() if notes is not None else []

@@ -24,6 +24,7 @@ from styrmin_backend.api.schemas import (
     Version,
 )
 from styrmin_backend.domain.errors import InvalidInput
+from styrmin_backend.domain.hooks import Hook, Mode
 from styrmin_backend.domain.manifest_diff import ObjectChange
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import SECRET_SET, conceal_configuration
@@ -123,12 +124,55 @@ class VersionsOut(BaseModel):
     app_version: str
 
 
+class PlannedActionOut(BaseModel):
+    name: str
+    description: str | None
+
+
+class PlannedStepOut(BaseModel):
+    name: str = Field(description="The step's name, as the task will show it.")
+    description: str
+    hook: Hook | None
+    mode: Mode | None
+    actions: list[PlannedActionOut] = Field(description="The actions the step runs (one hook mode).")
+
+
+class SkippedModeOut(BaseModel):
+    hook: Hook
+    mode: Mode
+    reason: str
+
+
 class PlannedChangeOut(BaseModel):
     type: TaskType
     revision: int = Field(description="The revision the change would get (if nothing else comes first).")
     driver_version: str
     app_version: str
     stopped_components: list[str]
+    steps: list[PlannedStepOut] = Field(description="The steps its task will record, in order.")
+    skipped: list[SkippedModeOut] = Field(description="The hook modes that will not run, and why.")
+
+    @classmethod
+    def of(cls, planned: preview.PlannedChange) -> PlannedChangeOut:
+        target = planned.change.target
+        return cls(
+            type=planned.type,
+            revision=planned.revision,
+            driver_version=target.driver_version,
+            app_version=target.app_version,
+            stopped_components=target.stopped_components,
+            steps=[
+                PlannedStepOut(
+                    name=step.name,
+                    description=step.description,
+                    hook=step.hook,
+                    mode=step.mode,
+                    actions=[PlannedActionOut(name=a.name, description=a.description) for a in step.actions],
+                )
+                for step in planned.plan.steps
+            ],
+            skipped=[SkippedModeOut(hook=s.hook, mode=s.mode, reason=s.reason) for s in planned.plan.skipped],
+        )
 
 
 class ObjectDiffOut(BaseModel):
@@ -176,16 +220,7 @@ class PreviewOut(BaseModel):
             deployment=shown.deployment,
             refusal=RefusalOut(**vars(shown.refusal)) if shown.refusal else None,
             nothing_to_do=shown.nothing_to_do,
-            changes=[
-                PlannedChangeOut(
-                    type=planned.type,
-                    revision=planned.revision,
-                    driver_version=planned.change.target.driver_version,
-                    app_version=planned.change.target.app_version,
-                    stopped_components=planned.change.target.stopped_components,
-                )
-                for planned in shown.changes
-            ],
+            changes=[PlannedChangeOut.of(planned) for planned in shown.changes],
             versions_from=versions(shown.versions_from),
             versions_to=versions(shown.versions_to),
             configuration_from=shown.configuration_from,
