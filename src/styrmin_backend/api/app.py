@@ -15,6 +15,7 @@ from styrmin_backend.api.routes import (
     drivers,
     health,
     previews,
+    task_logs,
     tasks,
     users,
 )
@@ -27,6 +28,7 @@ ROUTES = [
         drivers,
         deployments,
         previews,
+        task_logs,
         backups,
         backup_locations,
         tasks,

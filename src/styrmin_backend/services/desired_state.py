@@ -140,7 +140,7 @@ def apply_deployment(session: Session, desired: DesiredDeployment, *, by: Princi
             session,
             by=by,
             name=desired.name,
-            namespace=desired.namespace or "default",
+            namespace=desired.namespace or desired.name,
             driver_name=desired.driver_name,
             driver_version=desired.driver_version,
             app_version=desired.app_version,

@@ -44,7 +44,8 @@ class DesiredIn(Strict):
     """A deployment as it should be: the fields of a file ``styrminctl apply -f`` takes."""
 
     namespace: Annotated[str, Field(min_length=1, max_length=63)] | None = Field(
-        default=None, description='On create; default "default". A deployment keeps its namespace.'
+        default=None,
+        description="On create; default: the deployment's name. A deployment keeps its namespace.",
     )
     cluster: Annotated[str, Field(min_length=1, max_length=64)] | None = Field(
         default=None, description='On create; default "local". A deployment keeps its cluster.'
@@ -351,7 +352,7 @@ def backup_hint(name: str, revision: int, backup: history.BackupBefore) -> str:
     return (
         f"If the driver refuses to go back to application {backup.app_version} (migrations that only go "
         f"forward), restore backup {backup.backup_id}, taken at revision {backup.revision} with those "
-        f"versions: styrminctl backups restore {name} {backup.backup_id}"
+        f"versions: styrminctl deployments restore {name} --backup {backup.backup_id}"
     )
 
 
