@@ -18,7 +18,7 @@ from styrmin_backend.drivers import (
     prepare_install_chart,
     render_deployment,
 )
-from styrmin_backend.drivers.spec import DriverSpec
+from styrmin_drivers.spec import DriverSpec
 from tests.drivers.conftest import CHART_TEMPLATE, EXAMPLE_DRIVER, SPEC, MakeDriver
 
 
