@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from lightkube.resources.apps_v1 import Deployment
 
-from styrmin_backend.testing import StyrminStack
+from styrmin_backend.testing import StyrminStack, describe
 from tests.actions.conftest import action, push_example
+from tests.support.drivers import EXAMPLE_DRIVER
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
@@ -119,3 +120,28 @@ def test_the_log_of_a_running_action_is_followed_live_from_the_terminal(
     assert "[1. gated] INFO Through the gate to 2.0.0" in rest
     wait_for(lambda: stack.client.tasks.get(task_id).status.ended, timeout=300, message="the upgrade's end")
     assert stack.client.tasks.get(task_id).status == "succeeded"
+
+
+def test_rollback_to_an_older_version_runs_the_upgrade_hook_and_names_the_backup_when_it_refuses(
+    stack: StyrminStack, deployment_name: str
+) -> None:
+    stack.push_driver(EXAMPLE_DRIVER, version="19.5.0")
+    created = stack.create(deployment_name, driver="shop", driver_version="19.5.0", app_version="1.0.0")
+    assert created.status == "succeeded", describe(created)
+    taken = stack.client.backups.create(deployment_name)
+    assert stack.wait(taken.task.id).status == "succeeded"
+    upgraded = stack.upgrade(deployment_name, app_version="1.1.0")
+    assert upgraded.status == "succeeded", describe(upgraded)
+
+    shown = stack.client.deployments.preview(deployment_name, "rollback", to_revision=1)
+    rolled = stack.client.deployments.rollback(deployment_name, 1)
+
+    assert [c.type for c in shown.changes] == ["upgrade"]
+    assert any(f"restore backup {taken.backup.id}" in note for note in shown.notes)
+    assert rolled.backup is not None and rolled.backup.backup_id == taken.backup.id
+    (change,) = rolled.changes
+    task = stack.wait(change)
+    assert task.status == "failed"
+    hook = task.steps[0]
+    assert hook.name == "Run the upgrade hook"
+    assert "only go forward" in (hook.error or "") + (hook.output_tail or ""), describe(task)
