@@ -211,10 +211,12 @@ def confirm_page(
     hidden: dict[str, Any] | None = None,
     danger: bool = False,
     section: str = "deployments",
+    back: str = "Cancel",
     preview: Any = None,
 ) -> HTMLResponse:
     """The page asking to confirm a change: what it will do (with its ``preview``, a
-    ``services.preview.Preview``, when there is one), and a button that posts ``hidden`` again."""
+    ``services.preview.Preview``, when there is one), a button that posts ``hidden`` again, and a
+    link (``back``) to ``cancel`` that changes nothing."""
     return render(
         request,
         "confirm.html",
@@ -225,6 +227,7 @@ def confirm_page(
         hidden=hidden or {},
         button=button,
         cancel=cancel,
+        back=back,
         danger=danger,
         section=section,
         preview=preview,

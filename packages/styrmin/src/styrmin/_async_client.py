@@ -372,6 +372,14 @@ class AsyncTasks:
         """
         return await self._client.send(calls.retry_task(task_id))
 
+    async def cancel(self, task_id: int) -> Task:
+        """Cancel pending or running task ``task_id``; the answer is the task, ended as cancelled.
+
+        A running task's action is stopped and the tasks its actions started are cancelled too; the
+        cluster is left as it is. ConflictError once the task has ended.
+        """
+        return await self._client.send(calls.cancel_task(task_id))
+
     async def configuration(self, task_id: int) -> Configuration:
         """The configuration the task's change applies, secret values included.
 

@@ -205,6 +205,14 @@ class Deployment(_Model):
     updated_at: Time
 
 
+class Waiting(_Model):
+    """Why a task waits: ``no-agent``, ``slots-taken`` or ``helm-operation`` (of task ``task_id``)."""
+
+    reason: str
+    message: str
+    task_id: int | None = None
+
+
 class TaskSummary(_Model):
     """A task as lists show it (without its steps)."""
 
@@ -219,10 +227,16 @@ class TaskSummary(_Model):
     ended_at: Time | None = None
     error: str | None = None
     parent_task_id: int | None = None
+    cancelled_by: str | None = None
+    cancelled_at: Time | None = None
+    stopped_at: Time | None = None
+    """For a cancelled task: when its agent had stopped its work; None while it still stops it."""
+    waiting: Waiting | None = None
+    """Why a pending task has not started, or a running one waits; None otherwise."""
 
     @property
     def ended(self) -> bool:
-        """Whether the task has ended (succeeded or failed)."""
+        """Whether the task has ended (succeeded, failed or cancelled)."""
         return self.status.ended
 
     @property
@@ -333,6 +347,7 @@ __all__ = [
     "TaskSummary",
     "TaskType",
     "User",
+    "Waiting",
     "WhoAmI",
 ]
 
