@@ -48,6 +48,11 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/deployments/{name}/stop"): Role.READ_WRITE,
     ("POST", "/api/v1/deployments/{name}/start"): Role.READ_WRITE,
     ("DELETE", "/api/v1/deployments/{name}"): Role.READ_WRITE,
+    ("POST", "/api/v1/deployments/{name}/preview"): ANY,
+    ("GET", "/api/v1/deployments/{name}/revisions"): ANY,
+    ("GET", "/api/v1/deployments/{name}/revisions/{revision}"): ANY,
+    ("POST", "/api/v1/deployments/{name}/rollback"): Role.READ_WRITE,
+    ("POST", "/api/v1/deployments/{name}/apply"): Role.READ_WRITE,
     ("GET", "/api/v1/deployments/{name}/backups"): ANY,
     ("POST", "/api/v1/deployments/{name}/backups"): Role.READ_WRITE,
     ("POST", "/api/v1/deployments/{name}/restore"): Role.READ_WRITE,
@@ -83,6 +88,7 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/agent/tasks/{task_id}/cancelled-in-prefect"): AGENT,
     ("POST", "/api/v1/agent/tasks/{task_id}/stopped"): AGENT,
     ("GET", "/api/v1/tasks/{task_id}/configuration"): OWN_ACTIONS,
+    ("GET", "/api/v1/tasks/{task_id}/logs"): ANY,
 }
 # What the actions token of the task that created deployment "shop" (driver "shop") may call, on that
 # deployment, its tasks and its driver; everything else answers 403.
@@ -135,6 +141,7 @@ def request_for(
         backup_id=1,
         cluster="local",
         location_id=1,
+        revision=1,
     )
     bodies: dict[tuple[str, str], dict[str, Any]] = {
         ("POST", "/api/v1/auth/login"): {"username": "admin", "password": ADMIN_PASSWORD},
@@ -150,6 +157,14 @@ def request_for(
             "driver_version": "1.0.0",
         },
         ("POST", "/api/v1/deployments/{name}/upgrade"): {"app_version": "2.0"},
+        ("POST", "/api/v1/deployments/{name}/preview"): {"type": "upgrade", "app_version": "2.0"},
+        ("POST", "/api/v1/deployments/{name}/rollback"): {"to_revision": 1},
+        ("POST", "/api/v1/deployments/{name}/apply"): {
+            "namespace": "shop",
+            "driver": "shop",
+            "driver_version": "1.0.0",
+            "app_version": "3.0",
+        },
         ("PUT", "/api/v1/deployments/{name}/configuration"): {"values": {"replicas": 2}},
         ("POST", "/api/v1/deployments/{name}/stop"): {"components": ["task-worker"]},
         ("POST", "/api/v1/deployments/{name}/start"): {"components": ["task-worker"]},
