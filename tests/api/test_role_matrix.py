@@ -76,6 +76,12 @@ NEEDS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/tasks"): ANY,
     ("GET", "/api/v1/tasks/{task_id}"): ANY,
     ("POST", "/api/v1/tasks/{task_id}/retry"): Role.READ_WRITE,
+    ("POST", "/api/v1/tasks/{task_id}/cancel"): Role.READ_WRITE,
+    ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock/renew"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock/release"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/cancelled-in-prefect"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/stopped"): AGENT,
     ("GET", "/api/v1/tasks/{task_id}/configuration"): OWN_ACTIONS,
 }
 # What the actions token of the task that created deployment "shop" (driver "shop") may call, on that
@@ -161,6 +167,10 @@ def request_for(
         ("PUT", "/api/v1/agent/steps/{step_id}/flow-run"): {"flow_run_id": "x"},
         ("PUT", "/api/v1/agent/deployments/{name}/components"): {"components": []},
         ("POST", "/api/v1/agent/steps/{step_id}/end"): {},
+        ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock"): {"namespace": "shop", "release": "shop"},
+        ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock/renew"): {"namespace": "shop", "release": "shop"},
+        ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock/release"): {"namespace": "shop", "release": "shop"},
+        ("POST", "/api/v1/agent/tasks/{task_id}/cancelled-in-prefect"): {"flow_run_id": "x"},
     }
     return method, url, bodies.get((method, path))
 

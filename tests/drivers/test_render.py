@@ -19,7 +19,7 @@ from styrmin_backend.drivers import (
     render_deployment,
 )
 from styrmin_backend.drivers.render import REPLICAS_ANNOTATION
-from styrmin_backend.drivers.spec import DriverSpec
+from styrmin_drivers.spec import DriverSpec
 from tests.drivers.conftest import CHART_TEMPLATE, EXAMPLE_DRIVER, SPEC, MakeDriver
 
 

@@ -424,6 +424,9 @@ class Reconciliation:
         either: list[asyncio.Future[Any]] = [running, away]
         try:
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            running.cancel()  # the task was cancelled: stop its actions (asyncio.wait leaves them running)
+            raise
         finally:
             away.cancel()
         if running.done():

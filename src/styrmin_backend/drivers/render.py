@@ -32,13 +32,13 @@ from styrmin_backend._helm_chart import load_chart, render_loaded
 from styrmin_backend.domain.limits import RENDER_MAX_MEMORY_BYTES, RENDER_TIMEOUT_SECONDS
 from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.drivers.configuration import DeploymentConfiguration
-from styrmin_backend.drivers.spec import DriverSpec
 from styrmin_backend.drivers.workloads import (
     ComponentNotRendered,
     component_container,
     find_workload,
     pod_template_of,
 )
+from styrmin_drivers.spec import DriverSpec
 
 _RENDERED_FOLDER = "rendered"
 _YamlDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

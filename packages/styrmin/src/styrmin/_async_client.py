@@ -1,0 +1,530 @@
+"""The asynchronous client: ``styrmin.AsyncClient``, the twin of ``styrmin.Client``."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import inspect
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from types import TracebackType
+from typing import TypeVar
+
+import httpx
+
+from styrmin import _calls as calls
+from styrmin._calls import ConfigurationLike, DriverSource
+from styrmin._http import (
+    API_PREFIX,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    Call,
+    Retrying,
+    build_headers,
+    connection_error,
+    read,
+    resolve_retry_seconds,
+    resolve_token,
+    resolve_url,
+)
+from styrmin._wait import WaitState
+from styrmin.errors import StyrminError
+from styrmin.models import (
+    Agent,
+    AgentKey,
+    Backup,
+    BackupChange,
+    BackupLocation,
+    BackupSchedule,
+    Change,
+    ClusterBackupLocation,
+    Configuration,
+    Deployment,
+    Driver,
+    DriverPush,
+    DriverReport,
+    IssuedToken,
+    PasswordReset,
+    Role,
+    Task,
+    TaskPage,
+    TaskStatus,
+    TaskSummary,
+    TaskType,
+    User,
+    WhoAmI,
+)
+
+T = TypeVar("T")
+AsyncProgressCallback = Callable[[Task], Awaitable[None] | None]
+
+
+class AsyncClient:
+    """The async twin of :class:`styrmin.Client`: the same methods, awaited.
+
+    >>> async with AsyncClient() as client:  # doctest: +SKIP
+    ...     task = await client.tasks.wait(42)
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int | None = DEFAULT_RETRIES,
+        retry_seconds: float | None = None,
+        verify: bool | str | ssl.SSLContext = True,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = resolve_url(url)
+        self.token = resolve_token(token)
+        self.retries = None if retries is None else max(0, retries)
+        self.retry_seconds = resolve_retry_seconds(retry_seconds)
+        self._headers = dict(headers or {})
+        self._http = httpx.AsyncClient(
+            base_url=self.url + API_PREFIX, timeout=timeout, verify=verify, transport=transport
+        )
+        self.drivers = AsyncDrivers(self)
+        self.deployments = AsyncDeployments(self)
+        self.tasks = AsyncTasks(self)
+        self.users = AsyncUsers(self)
+        self.agents = AsyncAgents(self)
+        self.steps = AsyncSteps(self)
+        self.backups = AsyncBackups(self)
+
+    def __repr__(self) -> str:
+        return f"AsyncClient(url={self.url!r}, token={'set' if self.token else None})"
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def send(self, call: Call[T]) -> T:
+        """Send one call; reads and idempotent writes are retried on connection errors and 502/503/504
+        for ``retry_seconds``."""
+        retrying = Retrying(call, self.url, self.retry_seconds, self.retries)
+        while True:
+            retrying.attempt += 1
+            try:
+                response = await self._http.request(
+                    call.method,
+                    call.path,
+                    json=call.json,
+                    params=call.params,
+                    content=call.content,
+                    headers=build_headers(self.token, {**self._headers, **call.headers}),
+                )
+            except httpx.TransportError as error:
+                delay = retrying.delay_after(error, None)
+                if delay is None:
+                    raise retrying.gave_up(connection_error(self.url, error)) from error
+                await asyncio.sleep(delay)
+                continue
+            delay = retrying.delay_after(None, response)
+            if delay is not None:
+                await asyncio.sleep(delay)
+                continue
+            try:
+                return read(call, response, self.url)
+            except StyrminError as error:
+                raise retrying.gave_up(error) from None
+
+    # --- auth ----------------------------------------------------------------------------------
+
+    async def login(
+        self,
+        username: str,
+        password: str,
+        *,
+        token_name: str | None = None,
+        expires_in_seconds: int | None = None,
+    ) -> IssuedToken:
+        """Log in with a password; the client uses the new token from now on."""
+        issued = await self.send(calls.login(username, password, token_name, expires_in_seconds))
+        self.token = issued.token
+        return issued
+
+    async def logout(self) -> None:
+        """Revoke the client's token on the server; the client has no token afterwards."""
+        await self.send(calls.logout())
+        self.token = None
+
+    async def whoami(self) -> WhoAmI:
+        """The user the client's token belongs to."""
+        return await self.send(calls.whoami())
+
+
+class AsyncDrivers:
+    """Drivers: push, list, get, validate, download."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def push(self, source: DriverSource) -> DriverPush:
+        """Push a driver folder, ``.tar.gz`` file or bytes; ``created`` is False for an identical re-push."""
+        archive = await asyncio.to_thread(calls.driver_archive, source)
+        return await self._client.send(calls.push_driver(archive))
+
+    async def validate(self, source: DriverSource) -> DriverReport:
+        """Validate a driver on the server without storing it; the report lists every problem."""
+        archive = await asyncio.to_thread(calls.driver_archive, source)
+        return await self._client.send(calls.validate_driver(archive))
+
+    async def list(self) -> builtins.list[Driver]:
+        """Every stored driver version."""
+        return await self._client.send(calls.list_drivers())
+
+    async def get(self, name: str, version: str) -> Driver:
+        """One driver version."""
+        return await self._client.send(calls.get_driver(name, version))
+
+    async def download(self, name: str, version: str) -> bytes:
+        """The driver version's ``.tar.gz`` as stored."""
+        return await self._client.send(calls.download_driver(name, version))
+
+
+class AsyncDeployments:
+    """Deployments and their changes; each change answers the deployment and the task carrying it out."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def list(self) -> builtins.list[Deployment]:
+        """Every deployment."""
+        return await self._client.send(calls.list_deployments())
+
+    async def get(self, name: str) -> Deployment:
+        """One deployment."""
+        return await self._client.send(calls.get_deployment(name))
+
+    async def create(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        driver: str,
+        driver_version: str,
+        app_version: str | None = None,
+        configuration: ConfigurationLike | None = None,
+        cluster: str | None = None,
+    ) -> Change:
+        """Create a deployment (app_version defaults to the driver's application version; cluster to the
+        server's default)."""
+        return await self._client.send(
+            calls.create_deployment(
+                name, namespace, driver, driver_version, app_version, configuration, cluster
+            )
+        )
+
+    async def upgrade(
+        self,
+        name: str,
+        *,
+        app_version: str | None = None,
+        driver_version: str | None = None,
+        started_by_step: int | None = None,
+    ) -> Change:
+        """Upgrade the application and/or driver version; ``task`` is None when nothing changes."""
+        return await self._client.send(
+            calls.upgrade_deployment(name, app_version, driver_version, started_by_step)
+        )
+
+    async def configure(self, name: str, configuration: ConfigurationLike) -> Change:
+        """Replace the deployment's configuration (values, images, env)."""
+        return await self._client.send(calls.configure_deployment(name, configuration))
+
+    async def stop(
+        self, name: str, components: Sequence[str], *, started_by_step: int | None = None
+    ) -> Change:
+        """Stop components (scale their workloads to zero)."""
+        return await self._client.send(calls.set_components(name, components, False, started_by_step))
+
+    async def start(
+        self, name: str, components: Sequence[str], *, started_by_step: int | None = None
+    ) -> Change:
+        """Start components again."""
+        return await self._client.send(calls.set_components(name, components, True, started_by_step))
+
+    async def restore(self, name: str, backup_id: int) -> Change:
+        """Restore backup ``backup_id``: the application goes back to the backup's version, then the
+        driver's restore hook brings its data back."""
+        return await self._client.send(calls.restore_deployment(name, backup_id))
+
+    async def delete(self, name: str) -> Change:
+        """Delete the deployment (the agent uninstalls it)."""
+        return await self._client.send(calls.delete_deployment(name))
+
+
+class AsyncTasks:
+    """Tasks: list, get, and wait until one ends."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def list(
+        self,
+        *,
+        deployment: str | None = None,
+        type: TaskType | str | None = None,
+        status: TaskStatus | str | None = None,
+        limit: int | None = None,
+        before: int | None = None,
+    ) -> TaskPage:
+        """One page of tasks, newest first; pass ``page.next_before`` as ``before`` for the next."""
+        return await self._client.send(calls.list_tasks(deployment, type, status, limit, before))
+
+    async def iter(
+        self,
+        *,
+        deployment: str | None = None,
+        type: TaskType | str | None = None,
+        status: TaskStatus | str | None = None,
+        page_size: int = 100,
+    ) -> AsyncIterator[TaskSummary]:
+        """Every matching task, newest first, fetching pages as needed."""
+        before: int | None = None
+        while True:
+            page = await self.list(
+                deployment=deployment, type=type, status=status, limit=page_size, before=before
+            )
+            for item in page.items:
+                yield item
+            if page.next_before is None:
+                return
+            before = page.next_before
+
+    async def get(self, task_id: int, *, wait_until_end: float = 0) -> Task:
+        """One task with its steps, result and origin.
+
+        With ``wait_until_end`` (seconds, at most 60; keep it below the client's timeout), the server
+        answers once the task has ended or that time has passed, whichever comes first: a long poll.
+        """
+        return await self._client.send(calls.get_task(task_id, wait_until_end))
+
+    async def retry(self, task_id: int) -> Change:
+        """Request failed task ``task_id``'s change again; the answer's ``task`` is the new task.
+
+        Only the latest task of its type for its deployment can be retried (ConflictError otherwise).
+        """
+        return await self._client.send(calls.retry_task(task_id))
+
+    async def cancel(self, task_id: int) -> Task:
+        """Cancel pending or running task ``task_id``; the answer is the task, ended as cancelled.
+
+        A running task's action is stopped and the tasks its actions started are cancelled too; the
+        cluster is left as it is. ConflictError once the task has ended.
+        """
+        return await self._client.send(calls.cancel_task(task_id))
+
+    async def configuration(self, task_id: int) -> Configuration:
+        """The configuration the task's change applies, secret values included.
+
+        Only the actions of that task may read it, with their own token; every other caller reads a
+        deployment's configuration, where secret values are shown only as set.
+        """
+        return await self._client.send(calls.get_task_configuration(task_id))
+
+    async def wait(
+        self,
+        task_id: int,
+        *,
+        on_progress: AsyncProgressCallback | None = None,
+        interval: float = 1.0,
+        timeout: float | None = None,
+        raise_on_failure: bool = False,
+    ) -> Task:
+        """Poll the task until it ends and return it; ``on_progress`` (sync or async) gets it first and
+        at every change.
+
+        Without ``on_progress``, each read waits on the server until the task ends (a long poll),
+        so the end is seen at once; with it, the task is read every ``interval`` seconds.
+
+        Raises:
+            WaitTimeoutError: it has not ended after ``timeout`` seconds.
+            TaskFailedError: it failed, when ``raise_on_failure`` is True.
+        """
+        state = WaitState(task_id, interval, timeout)
+        while True:
+            # Without progress to report, each read waits on the server for the task's end.
+            long_poll = 0.0 if on_progress is not None else state.long_poll_seconds(self._read_timeout())
+            asked = time.monotonic()
+            task = await self.get(task_id, wait_until_end=long_poll)
+            if state.changed(task) and on_progress is not None:
+                outcome = on_progress(task)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            pause = state.next_pause(task, raise_on_failure)
+            if pause is None:
+                return task
+            if long_poll and time.monotonic() - asked >= long_poll / 2:
+                continue  # the server waited: ask again at once
+            await asyncio.sleep(pause)
+
+    def _read_timeout(self) -> float | None:
+        read: float | None = self._client._http.timeout.read
+        return read
+
+
+class AsyncAgents:
+    """Agents, one or more per cluster (administrators only)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def create(self, name: str, cluster: str) -> AgentKey:
+        """Make an agent for ``cluster``; its key is in the answer, and only there."""
+        return await self._client.send(calls.create_agent(name, cluster))
+
+    async def list(self) -> builtins.list[Agent]:
+        """Every agent, revoked ones included."""
+        return await self._client.send(calls.list_agents())
+
+    async def revoke(self, name: str) -> Agent:
+        """Revoke an agent's key: it can claim nothing more."""
+        return await self._client.send(calls.revoke_agent(name))
+
+
+class AsyncUsers:
+    """Users (administrators manage them; everyone signed in may list them)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def list(self) -> builtins.list[User]:
+        """Every user, styrmin-actions included (marked built-in)."""
+        return await self._client.send(calls.list_users())
+
+    async def get(self, username: str) -> User:
+        """One user."""
+        return await self._client.send(calls.get_user(username))
+
+    async def create(self, username: str, *, role: Role | str, password: str) -> User:
+        """Make a user with a role and a password."""
+        return await self._client.send(calls.create_user(username, role, password))
+
+    async def set_role(self, username: str, role: Role | str) -> User:
+        """Change a user's role."""
+        return await self._client.send(calls.update_user(username, role=role))
+
+    async def deactivate(self, username: str) -> User:
+        """Deactivate a user: it cannot log in and its tokens get 401 until activated again."""
+        return await self._client.send(calls.update_user(username, active=False))
+
+    async def activate(self, username: str) -> User:
+        """Activate a deactivated user again."""
+        return await self._client.send(calls.update_user(username, active=True))
+
+    async def set_password(self, username: str, password: str) -> User:
+        """Set a user's password (refused for built-in users)."""
+        return await self._client.send(calls.set_password(username, password))
+
+    async def reset_password(self, username: str) -> PasswordReset:
+        """Give a user a new random password, returned once."""
+        return await self._client.send(calls.reset_password(username))
+
+
+__all__ = [
+    "AsyncAgents",
+    "AsyncClient",
+    "AsyncDeployments",
+    "AsyncDrivers",
+    "AsyncProgressCallback",
+    "AsyncTasks",
+    "AsyncUsers",
+]
+
+
+class AsyncSteps:
+    """The steps of the running task, for actions (a ``styrmin-actions`` token of that task only).
+
+    Styrmin's primitives use these to leave notes and a failed command's output on their hook step;
+    the server redacts both and refuses steps of other tasks.
+    """
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def add_note(self, step_id: int, note: str) -> None:
+        """Add a line to the step's notes."""
+        await self._client.send(calls.add_step_note(step_id, note))
+
+    async def store_output(self, step_id: int, tail: str, *, truncated: bool) -> None:
+        """Store the kept end of a failed command's output on the step (``truncated``: its start was cut)."""
+        await self._client.send(calls.store_step_output(step_id, tail, truncated))
+
+
+class AsyncBackups:
+    """Backups of deployments: take one, list them, read one (restore is ``deployments.restore``)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+    async def list(self, deployment: str) -> builtins.list[Backup]:
+        """The backups of a deployment, newest first."""
+        return await self._client.send(calls.list_backups(deployment))
+
+    async def get(self, backup_id: int) -> Backup:
+        """One backup with its files."""
+        return await self._client.send(calls.get_backup(backup_id))
+
+    async def create(self, deployment: str, *, started_by_step: int | None = None) -> BackupChange:
+        """Back up a deployment; refused (ConflictError) when its driver declares no backup action."""
+        return await self._client.send(calls.create_backup(deployment, started_by_step))
+
+    async def delete(self, backup_id: int) -> Change:
+        """Delete a backup and its files, through a task of its deployment (Read/write)."""
+        return await self._client.send(calls.delete_backup(backup_id))
+
+    async def schedule(self, deployment: str) -> BackupSchedule:
+        """The deployment's backup schedule; NotFoundError when it has none."""
+        return await self._client.send(calls.get_backup_schedule(deployment))
+
+    async def set_schedule(
+        self, deployment: str, cron: str, *, keep_count: int | None = None, keep_days: int | None = None
+    ) -> BackupSchedule:
+        """Back up on a cron schedule (UTC), keeping ``keep_count`` scheduled backups and/or ``keep_days``."""
+        return await self._client.send(calls.set_backup_schedule(deployment, cron, keep_count, keep_days))
+
+    async def remove_schedule(self, deployment: str) -> None:
+        """Stop taking scheduled backups of the deployment (its backups stay)."""
+        await self._client.send(calls.remove_backup_schedule(deployment))
+
+    async def location(self, cluster: str = "local") -> ClusterBackupLocation:
+        """Where a cluster's backups are stored (never credentials), and a newer location being checked."""
+        return await self._client.send(calls.get_backup_location(cluster))
+
+    async def set_location(
+        self,
+        cluster: str = "local",
+        *,
+        folder: str | None = None,
+        bucket: str | None = None,
+        prefix: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        secret: str | None = None,
+    ) -> BackupLocation:
+        """Set a cluster's backup location (Admin): a ``folder``, or a ``bucket`` with ``prefix`` whose
+        credentials are in Kubernetes Secret ``secret`` (NAMESPACE/NAME). Its agent checks it before
+        backups use it: read ``location(cluster)`` until it is ready or failed."""
+        body = {
+            "kind": "s3" if bucket is not None else "folder",
+            "folder": folder,
+            "bucket": bucket,
+            "prefix": prefix,
+            "endpoint_url": endpoint_url,
+            "region": region,
+            "secret": secret,
+        }
+        return await self._client.send(calls.set_backup_location(cluster, body))
