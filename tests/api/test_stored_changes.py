@@ -7,12 +7,16 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from styrmin_backend.domain.backups import CHECK_FILES_STEP, restore_version_step
+from styrmin_backend.domain.plan import decide
+from styrmin_backend.domain.steps import STOP_STEP
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.services.change_models import (
     RequestedDeleteBackup,
     RequestedRestore,
     RequestedStop,
     RequestedUpgrade,
+    change_facts_of,
     requested_change,
     stored_result,
 )
@@ -126,6 +130,15 @@ def test_a_stored_task_result_reads_its_parts_and_the_tasks_its_steps_started() 
     assert result.backup is not None and result.backup.files[0].sha256 == "a" * 64
     assert [t.task_id for t in result.started_tasks] == [9]
     assert stored_result(None).applied is None
+
+
+def test_a_stored_change_gives_the_plan_its_task_will_record() -> None:
+    upgrade = decide(change_facts_of(requested_change("upgrade", EARLIER_ROWS[1][1])), [])
+    assert upgrade.step_names == ["Run the upgrade hook"]
+    stop = decide(change_facts_of(requested_change("stop", EARLIER_ROWS[3][1])), [])
+    assert [(s.name, s.components) for s in stop] == [(STOP_STEP, ("task-worker",))]
+    restore = decide(change_facts_of(requested_change("restore", EARLIER_ROWS[7][1])), [])
+    assert restore.step_names == [CHECK_FILES_STEP, restore_version_step("1.0.0")]
 
 
 def _agent(stack: Stack) -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter
 
+from styrmin_backend.domain.plan import ChangeFacts
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.protocol import AppliedVersions, BackupFileRecord, BackupRecord, DeletedBackup
 from styrmin_backend.store.models import ChangeRow
@@ -174,3 +175,31 @@ class StoredTaskResult(BaseModel):
 def stored_result(result: dict[str, Any] | None) -> StoredTaskResult:
     """A task's stored result, typed (empty when it has none)."""
     return StoredTaskResult.model_validate(result or {})
+
+
+def change_facts_of(requested: RequestedChange) -> ChangeFacts:
+    """What the plan of a requested change is decided from (``domain.plan.decide``), before any
+    agent claims it: for a preview of the steps its task will record."""
+    if isinstance(requested, RequestedCreate):
+        return ChangeFacts(requested.type, requested.app_version, requested.driver_version)
+    if isinstance(requested, RequestedUpgrade):
+        return ChangeFacts(
+            requested.type,
+            requested.app_version,
+            requested.driver_version,
+            from_app_version=requested.from_app_version,
+            from_driver_version=requested.from_driver_version,
+            run_hooks=requested.run_hooks,
+        )
+    if isinstance(requested, RequestedStop | RequestedStart):
+        return ChangeFacts(requested.type, components=tuple(requested.components))
+    if isinstance(requested, RequestedRestore):
+        return ChangeFacts(
+            requested.type,
+            requested.app_version,
+            requested.driver_version,
+            from_app_version=requested.from_app_version,
+            from_driver_version=requested.from_driver_version,
+            restores_configuration=requested.restores_configuration,
+        )
+    return ChangeFacts(requested.type)
