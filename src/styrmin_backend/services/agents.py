@@ -13,9 +13,10 @@ from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain import outages as outage_rules
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound, TaskCancelled
 from styrmin_backend.domain.redaction import redact
-from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
+from styrmin_backend.domain.tasks import StepStatus, TaskStatus
 from styrmin_backend.protocol import Change, ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
+from styrmin_backend.services.change_models import requested_change, requested_of
 from styrmin_backend.services.changes import claimed_change
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.read_model import ReadModel
@@ -191,7 +192,9 @@ def claim_next_task(
         read = Deployment.model_validate(deployment)
         return Claim(
             task=Task.model_validate(task),
-            change=claimed_change(TaskType(task.type), change.spec if change else {}, read),
+            change=claimed_change(
+                requested_of(change) if change else requested_change(task.type, None), read
+            ),
             deployment=read,
             actions_token=issued.token,
         )
