@@ -13,12 +13,16 @@ ENV UV_COMPILE_BYTECODE=1 \
     UV_PYTHON_DOWNLOADS=never \
     UV_PROJECT_ENVIRONMENT=/opt/styrmin
 WORKDIR /src
-# Dependencies first, in a layer of their own: it is rebuilt only when uv.lock changes.
+# Dependencies first, in a layer of their own: it is rebuilt only when uv.lock changes. The server
+# (with its s3 extra for backups to S3) depends on the workspace's client and driver library.
 COPY pyproject.toml uv.lock ./
-RUN uv sync --frozen --no-dev --no-install-project
+COPY packages/styrmin/pyproject.toml packages/styrmin/
+COPY packages/styrmin-drivers/pyproject.toml packages/styrmin-drivers/
+RUN uv sync --frozen --no-dev --extra s3 --no-install-workspace
 COPY README.md ./
 COPY src ./src
-RUN uv sync --frozen --no-dev --no-editable
+COPY packages ./packages
+RUN uv sync --frozen --no-dev --extra s3 --no-editable
 
 # --- final: the interpreter, the virtual environment, a non-root user; no uv, no compilers -------
 FROM ${PYTHON_IMAGE}

@@ -21,8 +21,8 @@ from typing import Any
 import helm_python as helm
 import yaml
 
-from styrmin_backend._bounded_yaml import YamlTooLarge, load_all
 from styrmin_backend.domain.limits import RENDER_MAX_MEMORY_BYTES, RENDER_MAX_NODES, RENDER_MAX_OUTPUT_BYTES
+from styrmin_drivers._bounded_yaml import YamlTooLarge, load_all
 
 
 class RenderError(Exception):

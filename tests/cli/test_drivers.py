@@ -29,6 +29,7 @@ def test_validate_works_offline_and_summarises_a_valid_driver(ctl: Ctl, tmp_path
         "  server: Deployment {{ .Release.Name }}-server, container server",
         "  worker: Deployment {{ .Release.Name }}-worker",
         "Actions (0):",
+        "The chart was not rendered here (that needs Helm, on the server): --remote checks it, as a push does.",
     ]
     report = json.loads(ctl("drivers", "validate", str(folder), "-o", "json", auth=False).stdout)
     assert set(report) == {"name", "version", "components", "actions", "problems"}
@@ -54,6 +55,21 @@ def test_validate_lists_every_problem_and_exits_1(ctl: Ctl, tmp_path: Path) -> N
     assert missing.exit_code == 1 and "no such folder or file" in missing.stdout
     remote = ctl("drivers", "validate", str(folder), "--remote")
     assert remote.exit_code == 1 and remote.stdout == result.stdout
+
+
+def test_a_chart_that_misses_a_workload_passes_offline_and_fails_on_the_server(
+    ctl: Ctl, tmp_path: Path
+) -> None:
+    """The client has no Helm: the chart is rendered by the server, which finds the missing workload."""
+    folder = write_driver(tmp_path / "demo")
+    template = folder / "chart" / "templates" / "workloads.yaml"
+    template.write_text(template.read_text().replace("-worker", "-renamed"))
+    offline = ctl("drivers", "validate", str(folder), auth=False)
+    assert offline.exit_code == 0, offline.output
+    assert "--remote checks it" in offline.stdout
+    remote = ctl("drivers", "validate", str(folder), "--remote")
+    assert remote.exit_code == 1
+    assert "renders no Deployment" in remote.stdout and "component worker" in remote.stdout
 
 
 def test_push_list_and_get(ctl: Ctl, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from styrmin_backend.drivers import (
     read_driver,
     read_driver_archive,
 )
-from styrmin_backend.drivers import package as package_module
+from styrmin_drivers import package as package_module
 from tests.drivers.conftest import EXAMPLE_DRIVER, SPEC, MakeDriver
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from styrmin_backend.domain.hooks import Hook, Mode
 from styrmin_backend.drivers import DEFAULT_ACTION_TIMEOUT_SECONDS, DriverError, load_driver_spec
-from styrmin_backend.drivers.schema import JSON_SCHEMA_FILE, driver_json_schema, json_schema_text
+from styrmin_drivers.schema import JSON_SCHEMA_FILE, driver_json_schema, json_schema_text
 from tests.drivers.conftest import EXAMPLE_DRIVER, SPEC
 
 SEED = Path(__file__).resolve().parents[3] / "shared" / "seed" / "lifecycle-hooks-and-actions.txt"
@@ -43,7 +43,7 @@ def test_seed_yaml_as_written_in_the_seed_loads() -> None:
 
 def test_json_schema_file_is_up_to_date() -> None:
     assert JSON_SCHEMA_FILE.read_text() == json_schema_text(), (
-        "driver.schema.json is stale: run `python -m styrmin_backend.drivers.schema`"
+        "driver.schema.json is stale: run `python -m styrmin_drivers.schema`"
     )
 
 

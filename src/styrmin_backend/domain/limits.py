@@ -2,6 +2,37 @@
 
 from __future__ import annotations
 
+# How much work one push or validation of a driver may cause is bounded by the driver library,
+# which the client shares; its limits are re-exported here with the rest.
+from styrmin_drivers.limits import (
+    DRIVER_ARCHIVE_MAX_BYTES,
+    DRIVER_CONTENT_MAX_BYTES,
+    DRIVER_MAX_ENTRIES,
+    DRIVER_PATH_MAX_LENGTH,
+    SPEC_MAX_BYTES,
+    YAML_MAX_DEPTH,
+    YAML_MAX_NODES,
+)
+
+__all__ = [
+    "CONCURRENT_DRIVER_CHECKS",
+    "DRIVER_ARCHIVE_MAX_BYTES",
+    "DRIVER_CHECK_RETRY_AFTER_SECONDS",
+    "DRIVER_CONTENT_MAX_BYTES",
+    "DRIVER_MAX_ENTRIES",
+    "DRIVER_PATH_MAX_LENGTH",
+    "OUTPUT_TAIL_MAX_BYTES",
+    "OUTPUT_TAIL_MAX_LINES",
+    "REDACTED",
+    "RENDER_MAX_MEMORY_BYTES",
+    "RENDER_MAX_NODES",
+    "RENDER_MAX_OUTPUT_BYTES",
+    "RENDER_TIMEOUT_SECONDS",
+    "SPEC_MAX_BYTES",
+    "YAML_MAX_DEPTH",
+    "YAML_MAX_NODES",
+]
+
 OUTPUT_TAIL_MAX_LINES = 200
 """A failed Job's output kept on its hook step: at most this many last lines..."""
 
@@ -10,30 +41,6 @@ OUTPUT_TAIL_MAX_BYTES = 64 * 1024
 
 REDACTED = "<redacted>"
 """What replaces a token or secret in an error line shown to users."""
-
-# How much work one push or validation of a driver may cause. The server checks drivers that any
-# signed-in user may upload, so each expensive step is bounded in time and memory.
-
-DRIVER_ARCHIVE_MAX_BYTES = 32 * 1024 * 1024
-"""The largest driver archive accepted, compressed (the request body)."""
-
-DRIVER_CONTENT_MAX_BYTES = 128 * 1024 * 1024
-"""The most bytes a driver's files may hold together, uncompressed; unpacking stops past it."""
-
-DRIVER_MAX_ENTRIES = 5000
-"""The most entries a driver may hold: files, folders and left-out files (caches) all count."""
-
-DRIVER_PATH_MAX_LENGTH = 240
-"""The longest path of a file inside a driver."""
-
-SPEC_MAX_BYTES = 1024 * 1024
-"""The largest ``driver.styrmin.yml``."""
-
-YAML_MAX_NODES = 200_000
-"""The most values one YAML document may hold, each alias counted as the values it repeats."""
-
-YAML_MAX_DEPTH = 100
-"""The deepest nesting of lists and mappings in a YAML document."""
 
 RENDER_TIMEOUT_SECONDS = 30.0
 """How long Helm may take to render a driver's chart on the server."""

@@ -1,5 +1,8 @@
-"""Drivers: the spec ``driver.styrmin.yml``, validation, packages, Helm rendering and action loading."""
+"""Drivers on the server: Helm rendering, the deployment's configuration and action loading, beside
+the driver library's spec, validation and packages (``styrmin_drivers``, which ``styrminctl`` shares),
+re-exported here so the server imports drivers from one place."""
 
+from styrmin_backend.drivers.chart_check import validate_driver
 from styrmin_backend.drivers.configuration import (
     APP_VERSION_PLACEHOLDER,
     ConfigurationError,
@@ -9,27 +12,28 @@ from styrmin_backend.drivers.configuration import (
 )
 from styrmin_backend.drivers.images import component_images
 from styrmin_backend.drivers.loading import ActionLoadError, load_action_flow
-from styrmin_backend.drivers.package import (
-    DriverPackage,
-    pack_driver_folder,
-    read_driver,
-    read_driver_archive,
-)
-from styrmin_backend.drivers.parsing import load_driver_spec
 from styrmin_backend.drivers.render import (
     InstallChart,
     RenderError,
     prepare_install_chart,
     render_deployment,
 )
-from styrmin_backend.drivers.report import (
+from styrmin_backend.drivers.workloads import ComponentNotRendered
+from styrmin_drivers.package import (
+    DriverPackage,
+    pack_driver_folder,
+    read_driver,
+    read_driver_archive,
+)
+from styrmin_drivers.parsing import load_driver_spec
+from styrmin_drivers.report import (
     ActionSummary,
     ComponentSummary,
     DriverError,
     DriverProblem,
     DriverReport,
 )
-from styrmin_backend.drivers.spec import (
+from styrmin_drivers.spec import (
     DEFAULT_ACTION_TIMEOUT_SECONDS,
     RELEASE_NAME_PLACEHOLDER,
     SPEC_FILE_NAME,
@@ -37,8 +41,6 @@ from styrmin_backend.drivers.spec import (
     Component,
     DriverSpec,
 )
-from styrmin_backend.drivers.validation import validate_driver
-from styrmin_backend.drivers.workloads import ComponentNotRendered
 
 __all__ = [
     "APP_VERSION_PLACEHOLDER",

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from styrmin_backend.domain.deployments import ENV_VAR_NAME_RULE, is_env_var_name
-from styrmin_backend.drivers.spec import DriverSpec
+from styrmin_drivers.spec import DriverSpec
 
 APP_VERSION_PLACEHOLDER = "{{ app.version }}"
 """What an image override may contain to stand for the deployment's application version."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from styrmin_backend.drivers.configuration import DeploymentConfiguration
-from styrmin_backend.drivers.spec import DriverSpec
 from styrmin_backend.drivers.workloads import component_container, containers_of
+from styrmin_drivers.spec import DriverSpec
 
 
 def component_images(

@@ -1,7 +1,7 @@
 """Loading an action ``FILE.py::FUNCTION`` of an extracted driver as a Prefect flow.
 
 Only the agent calls :func:`load_action_flow`, in the process that runs the action: importing a
-driver's code runs it. The server checks actions without running them (see ``_action_check.py``).
+driver's code runs it. The server checks actions without running them (``styrmin_drivers``).
 """
 
 from __future__ import annotations
@@ -10,19 +10,10 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from styrmin_backend.drivers.spec import Action, parse_location
+from styrmin_drivers.loading import ActionLoadError, action_file, location_text, split_location
+from styrmin_drivers.spec import Action
 
-
-class ActionLoadError(Exception):
-    """An action cannot be loaded; the message says why and what to do.
-
-    ``file_failed`` is true when the action's whole file is at fault (missing, or fails to import),
-    which every other action of that file shares.
-    """
-
-    def __init__(self, message: str, *, file_failed: bool = False) -> None:
-        super().__init__(message)
-        self.file_failed = file_failed
+__all__ = ["ActionLoadError", "action_file", "load_action_flow", "split_location"]
 
 
 def load_action_flow(driver_dir: Path, location: str | Action) -> Any:
@@ -43,30 +34,10 @@ def load_action_flow(driver_dir: Path, location: str | Action) -> Any:
     function = _load_function(driver_dir, location)
     if not isinstance(function, Flow):
         raise ActionLoadError(
-            f"{_text(location)}{_where(function)} is not a Prefect flow; decorate it with @flow "
+            f"{location_text(location)}{_where(function)} is not a Prefect flow; decorate it with @flow "
             "(from prefect import flow)."
         )
     return function
-
-
-def action_file(driver_dir: Path, location: str | Action) -> Path:
-    """The Python file of the action at ``location``, checked to be inside the driver, without importing it.
-
-    Raises:
-        ActionLoadError: if the location is malformed, leaves the driver, or its file is missing.
-    """
-    file, _ = split_location(location)
-    root = driver_dir.resolve()
-    path = (root / file).resolve()
-    if not path.is_relative_to(root):
-        raise ActionLoadError(
-            f"{file} is outside the driver's folder; locations are relative to it.", file_failed=True
-        )
-    if not path.is_file():
-        raise ActionLoadError(
-            f"{file} is not in the driver; add it, or fix the file in {_text(location)}.", file_failed=True
-        )
-    return path
 
 
 def _load_function(driver_dir: Path, location: str | Action) -> Any:
@@ -86,23 +57,9 @@ def _load_function(driver_dir: Path, location: str | Action) -> Any:
         ) from None
     if not hasattr(module, name):
         raise ActionLoadError(
-            f'{file} has no function "{name}"; define it there, or fix the function in {_text(location)}.'
+            f'{file} has no function "{name}"; define it there, or fix the function in {location_text(location)}.'
         )
     return getattr(module, name)
-
-
-def split_location(location: str | Action) -> tuple[str, str]:
-    """The file and the function of ``location``; raises ActionLoadError when it is malformed."""
-    if isinstance(location, Action):
-        return location.file, location.function
-    try:
-        return parse_location(location)
-    except ValueError as error:
-        raise ActionLoadError(str(error)) from None
-
-
-def _text(location: str | Action) -> str:
-    return location.location if isinstance(location, Action) else location
 
 
 def _where(function: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from styrmin_backend.drivers.spec import Component
+from styrmin_drivers.spec import Component
 
 
 class ComponentNotRendered(LookupError):

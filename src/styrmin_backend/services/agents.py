@@ -10,7 +10,9 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
+from styrmin_backend.domain import outages as outage_rules
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound, TaskCancelled
+from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.protocol import Change, ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
@@ -18,15 +20,13 @@ from styrmin_backend.services.changes import claimed_change
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_token, new_token
-from styrmin_backend.services.task_models import Task
+from styrmin_backend.services.task_models import Step, Task
+from styrmin_backend.store.db import outages_of
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
 AGENT_KEY_PREFIX = "sta_"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,62}[a-z0-9])?$")
-AGENT_STOPPED_ERROR = (
-    "The agent stopped while it ran this task (its lease ran out at {at}); the work may be half done. "
-    "Look at the deployment, then request the change again."
-)
+AGENT_STOPPED_ERROR = outage_rules.AGENT_STOPPED_ERROR
 
 
 @dataclass(frozen=True)
@@ -115,8 +115,13 @@ def authenticate_agent(session: Session, key: str) -> AgentIdentity:
 
 
 def fail_expired_leases(session: Session, cluster: str) -> list[int]:
-    """End as failed every running task of ``cluster`` whose agent stopped renewing its lease."""
+    """End as failed every running task of ``cluster`` whose agent stopped renewing its lease.
+
+    A lease that ran out while this server could not reach the database is judged from the end of
+    that outage (``domain.outages.lease_ran_out``): no agent could renew then.
+    """
     now = utcnow()
+    outage = outages_of(session.get_bind()).last()  # type: ignore[arg-type]
     expired = session.scalars(
         select(TaskRow).where(
             TaskRow.cluster == cluster,
@@ -127,10 +132,10 @@ def fail_expired_leases(session: Session, cluster: str) -> list[int]:
     ended = []
     for task in expired:
         assert task.lease_expires_at is not None
-        if as_utc(task.lease_expires_at) > now:
+        expires_at = as_utc(task.lease_expires_at)
+        if not outage_rules.lease_ran_out(expires_at, now, outage):
             continue
-        error = AGENT_STOPPED_ERROR.format(at=as_utc(task.lease_expires_at).strftime("%Y-%m-%d %H:%M:%S UTC"))
-        _end(session, task, error=error, result=None)
+        _end(session, task, error=outage_rules.lease_expiry_error(expires_at, outage), result=None)
         ended.append(task.id)
     return ended
 
@@ -257,7 +262,20 @@ def end_claimed_task(
 
     With ``components``, also records the deployment's component workloads as the agent saw them
     at the task's end, in the same transaction (one call of the agent instead of two).
+
+    Safe to send again: a task this agent ran that has ended already is answered as it is, except
+    that when its lease ran out before the agent's end arrived, the agent's account replaces the
+    lease's (it knows why the task failed; the lease only knew it went quiet), and that a cancelled
+    task's work is noted as stopped.
     """
+    task = session.get(TaskRow, task_id)
+    if task is not None and task.claimed_by == agent.id and task.status != TaskStatus.RUNNING.value:
+        if task.status == TaskStatus.FAILED.value and outage_rules.ended_by_lease_expiry(task.error):
+            late = outage_rules.AGENT_LATE_SUCCESS_NOTE.format(at=outage_rules.when(utcnow()))
+            task.error = redact(error) if error is not None else f"{task.error}{late}"
+        if task.status == TaskStatus.CANCELLED.value:  # its reconciliation ended: its work has stopped
+            task.stopped_at = task.stopped_at or utcnow()
+        return Task.model_validate(task)
     task = held_task(session, agent, task_id)
     if components is not None and task.deployment_id is not None:
         deployment = session.get(DeploymentRow, task.deployment_id)
@@ -265,6 +283,38 @@ def end_claimed_task(
             _record_components(deployment, components)
     _end(session, task, error=error, result=dict(result) if result else None)
     return Task.model_validate(task)
+
+
+def add_held_task_step(session: Session, agent: AgentIdentity, task_id: int, name: str) -> Step:
+    """Start step ``name`` of a task the agent holds; safe to send again.
+
+    A retried call whose first answer was lost finds the step it made still running, last: that
+    step is answered, so the task never records the step twice.
+    """
+    held_task(session, agent, task_id)
+    last = session.scalars(
+        select(StepRow).where(StepRow.task_id == task_id).order_by(StepRow.position.desc()).limit(1)
+    ).first()
+    if last is not None and last.name == name and last.status == StepStatus.RUNNING.value:
+        return Step.model_validate(last)
+    return workflow.add_step(session, task_id, name)
+
+
+def end_held_step(session: Session, agent: AgentIdentity, step_id: int, error: str | None) -> Step:
+    """End a step of a task the agent holds; a step ended already is answered as it is (a retry)."""
+    held_task(session, agent, workflow.task_of_step(session, step_id))
+    row = session.get(StepRow, step_id)
+    if row is not None and row.ended_at is not None:
+        return Step.model_validate(row)
+    return workflow.end_step(session, step_id, error=error)
+
+
+def add_note_once(session: Session, step_id: int, note: str) -> Step:
+    """Add ``note`` to a step unless it is the step's last note already (a retried call)."""
+    row = session.get(StepRow, step_id)
+    if row is not None and row.notes and row.notes[-1] == redact(note):
+        return Step.model_validate(row)
+    return workflow.add_step_note(session, step_id, note)
 
 
 def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str, object] | None) -> None:

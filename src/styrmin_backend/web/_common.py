@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
@@ -27,6 +28,7 @@ from styrmin_backend.domain.errors import (
 )
 from styrmin_backend.domain.roles import Role, role_allows
 from styrmin_backend.services import auth
+from styrmin_backend.services.outages import database_outage_notice
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.web import _format
 
@@ -304,6 +306,15 @@ class WebRoute(APIRoute):
                 status = status_of(error)
                 title = "Not found" if status == 404 else "The request was refused"
                 return render(request, "error.html", None, status, title=title, message=error.message)
+            except SQLAlchemyError as error:
+                notice = database_outage_notice(request.app.state.engine, error)
+                if notice is None:
+                    raise  # a bug: the app's handler answers 500 with a request id
+                page = render(
+                    request, "error.html", None, 503, title="Styrmin cannot serve now", message=notice.message
+                )
+                page.headers["Retry-After"] = str(notice.retry_after)
+                return page
 
         return handle
 

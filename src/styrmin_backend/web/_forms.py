@@ -10,12 +10,12 @@ import yaml
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
-from styrmin_backend._bounded_yaml import BoundedSafeLoader
 from styrmin_backend.domain.deployments import ENV_VAR_NAME_RULE, is_env_var_name
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.web._common import text
 from styrmin_backend.web._format import as_yaml
+from styrmin_drivers._bounded_yaml import BoundedSafeLoader
 
 _ENV_LINE = re.compile(r"^([^=]*)=(.*)$")
 

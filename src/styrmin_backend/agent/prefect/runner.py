@@ -56,8 +56,8 @@ class ActionOutcome:
         flow_run_id: the Prefect flow run, to record on the step; None when the action could not even
             be loaded, so no flow run started.
         duration: seconds from the request to the outcome.
-        cancelled: whether its flow run was cancelled from the Prefect UI (the agent then cancels
-            the Styrmin task).
+        cancelled: whether the run ended because someone cancelled its flow run (from the Prefect
+            UI or API); its process was killed and the flow run is Cancelled.
     """
 
     succeeded: bool

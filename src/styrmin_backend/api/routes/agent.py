@@ -140,10 +140,8 @@ def renew_lease(task_id: IdParam, body: ClaimRequest, db: Db, agent: Agent) -> T
 
 @router.post("/tasks/{task_id}/steps", response_model=StepRef, status_code=201)
 def add_step(task_id: IdParam, body: StepCreateRequest, db: Db, agent: Agent) -> StepRef:
-    """Start the next step of a task the agent is running."""
-    agents.held_task(db, agent, task_id)
-    step = workflow.add_step(db, task_id, body.name)
-    return StepRef.model_validate(step)
+    """Start the next step of a task the agent is running (sent again, it answers the same step)."""
+    return StepRef.model_validate(agents.add_held_task_step(db, agent, task_id, body.name))
 
 
 @router.post("/tasks/{task_id}/end", response_model=TaskSummary)
@@ -215,7 +213,7 @@ def work_stopped(task_id: IdParam, db: Db, agent: Agent) -> Response:
 @router.post("/steps/{step_id}/notes", response_model=StepRef)
 def add_note(step_id: IdParam, body: StepNoteRequest, request: Request, db: Db) -> StepRef:
     """Add a note to a step (for example the line naming a deleted Job)."""
-    step = workflow.add_step_note(db, _writable_step(request, db, step_id), body.note)
+    step = agents.add_note_once(db, _writable_step(request, db, step_id), body.note)
     return StepRef.model_validate(step)
 
 
@@ -238,9 +236,8 @@ def set_flow_run(step_id: IdParam, body: StepFlowRunRequest, db: Db, agent: Agen
 
 @router.post("/steps/{step_id}/end", response_model=StepRef)
 def end_step(step_id: IdParam, body: StepEndRequest, db: Db, agent: Agent) -> StepRef:
-    """End a step: failed with an error, or succeeded."""
-    agents.held_task(db, agent, workflow.task_of_step(db, step_id))
-    step = workflow.end_step(db, step_id, error=body.error)
+    """End a step: failed with an error, or succeeded (sent again, it answers the step as it ended)."""
+    step = agents.end_held_step(db, agent, step_id, body.error)
     observe_step(step.status, step.started_at, step.ended_at)
     return StepRef.model_validate(step)
 

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from styrmin_backend.domain.limits import (
+from styrmin_drivers.limits import (
     DRIVER_ARCHIVE_MAX_BYTES,
     DRIVER_CONTENT_MAX_BYTES,
     DRIVER_MAX_ENTRIES,
     DRIVER_PATH_MAX_LENGTH,
 )
-from styrmin_backend.drivers.parsing import load_driver_spec
-from styrmin_backend.drivers.report import DriverError, DriverProblem
-from styrmin_backend.drivers.spec import SPEC_FILE_NAME, DriverSpec
+from styrmin_drivers.parsing import load_driver_spec
+from styrmin_drivers.report import DriverError, DriverProblem
+from styrmin_drivers.spec import SPEC_FILE_NAME, DriverSpec
 
 IGNORED_NAMES = frozenset(
     {

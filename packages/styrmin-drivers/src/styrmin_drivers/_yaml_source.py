@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from styrmin_backend._bounded_yaml import BoundedSafeLoader, YamlTooLarge
+from styrmin_drivers._bounded_yaml import BoundedSafeLoader, YamlTooLarge
 
 
 class YamlSyntaxError(ValueError):

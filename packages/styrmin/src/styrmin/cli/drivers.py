@@ -28,7 +28,7 @@ PathArgument = Annotated[
 
 def _local_report(path: Path) -> DriverReport:
     from styrmin.models import DriverReport
-    from styrmin_backend.drivers import validate_driver
+    from styrmin_drivers.validation import validate_driver
 
     return DriverReport.model_validate(validate_driver(path).model_dump(mode="json"))
 
@@ -38,11 +38,19 @@ def _local_report(path: Path) -> DriverReport:
 def validate(
     path: PathArgument,
     remote: Annotated[
-        bool, typer.Option("--remote", help="Validate on the server instead of on this machine.")
+        bool,
+        typer.Option(
+            "--remote",
+            help="Validate on the server instead of on this machine (also renders the chart with Helm).",
+        ),
     ] = False,
     output: OutputOption = OutputFormat.TEXT,
 ) -> None:
-    """Check a driver as a push would, without a server: list every problem (exit 1) or summarise it."""
+    """Check a driver without a server: list every problem (exit 1) or summarise it.
+
+    On this machine the spec and the actions are checked; the chart is rendered (each component's
+    workload found) only by the server: with --remote, or when the driver is pushed.
+    """
     if remote:
         with state().client() as client:
             report = client.drivers.validate(path)
@@ -54,6 +62,14 @@ def validate(
         console = make_console()
         for line in report_lines(report):
             console.print(Text(line), soft_wrap=True)
+        if not remote and report.valid:
+            console.print(
+                Text(
+                    "The chart was not rendered here (that needs Helm, on the server): "
+                    "--remote checks it, as a push does."
+                ),
+                soft_wrap=True,
+            )
     if not report.valid:
         raise typer.Exit(EXIT_FAILED)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from styrmin_backend.domain.limits import YAML_MAX_DEPTH, YAML_MAX_NODES
+from styrmin_drivers.limits import YAML_MAX_DEPTH, YAML_MAX_NODES
 
 
 class YamlTooLarge(yaml.MarkedYAMLError):

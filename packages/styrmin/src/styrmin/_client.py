@@ -17,16 +17,17 @@ from styrmin._http import (
     API_PREFIX,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
-    RETRY_STATUSES,
     Call,
+    Retrying,
     build_headers,
     connection_error,
     read,
+    resolve_retry_seconds,
     resolve_token,
     resolve_url,
-    retry_delay,
 )
 from styrmin._wait import WaitState
+from styrmin.errors import StyrminError
 from styrmin.models import (
     Agent,
     AgentKey,
@@ -60,9 +61,12 @@ ProgressCallback = Callable[[Task], None]
 class Client:
     """A client of the Styrmin API.
 
-    ``url`` defaults to ``STYRMIN_URL`` and ``token`` to ``STYRMIN_TOKEN``. Reads (GET) are retried
-    ``retries`` times on connection errors and 502/503/504; writes are never retried. Errors the
-    server answers raise :class:`styrmin.errors.APIError` subclasses carrying its message and status.
+    ``url`` defaults to ``STYRMIN_URL`` and ``token`` to ``STYRMIN_TOKEN``. Reads (GET) and the
+    idempotent writes (stopping, starting components, upgrading to a version) are retried on
+    connection errors and 502/503/504 for ``retry_seconds`` (default ``STYRMIN_RETRY_SECONDS``, else
+    60 s; at most ``retries`` times when given), with backoff and jitter; other writes are never
+    retried. Errors the server answers raise :class:`styrmin.errors.APIError` subclasses carrying its
+    message and status.
 
     >>> with Client("http://127.0.0.1:8080", token="...") as client:  # doctest: +SKIP
     ...     change = client.deployments.upgrade("shop", app_version="2.0")
@@ -75,14 +79,16 @@ class Client:
         token: str | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT,
-        retries: int = DEFAULT_RETRIES,
+        retries: int | None = DEFAULT_RETRIES,
+        retry_seconds: float | None = None,
         verify: bool | str | ssl.SSLContext = True,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = resolve_url(url)
         self.token = resolve_token(token)
-        self.retries = max(0, retries)
+        self.retries = None if retries is None else max(0, retries)
+        self.retry_seconds = resolve_retry_seconds(retry_seconds)
         self._headers = dict(headers or {})
         self._http = httpx.Client(
             base_url=self.url + API_PREFIX, timeout=timeout, verify=verify, transport=transport
@@ -111,11 +117,11 @@ class Client:
         self._http.close()
 
     def send(self, call: Call[T]) -> T:
-        """Send one call; reads are retried on connection errors and 502/503/504."""
-        attempt = 0
+        """Send one call; reads and idempotent writes are retried on connection errors and 502/503/504
+        for ``retry_seconds``."""
+        retrying = Retrying(call, self.url, self.retry_seconds, self.retries)
         while True:
-            attempt += 1
-            retry = call.retryable and attempt <= self.retries
+            retrying.attempt += 1
             try:
                 response = self._http.request(
                     call.method,
@@ -126,14 +132,19 @@ class Client:
                     headers=build_headers(self.token, {**self._headers, **call.headers}),
                 )
             except httpx.TransportError as error:
-                if retry:
-                    time.sleep(retry_delay(attempt, None))
-                    continue
-                raise connection_error(self.url, error) from error
-            if retry and response.status_code in RETRY_STATUSES:
-                time.sleep(retry_delay(attempt, response))
+                delay = retrying.delay_after(error, None)
+                if delay is None:
+                    raise retrying.gave_up(connection_error(self.url, error)) from error
+                time.sleep(delay)
                 continue
-            return read(call, response, self.url)
+            delay = retrying.delay_after(None, response)
+            if delay is not None:
+                time.sleep(delay)
+                continue
+            try:
+                return read(call, response, self.url)
+            except StyrminError as error:
+                raise retrying.gave_up(error) from None
 
     # --- auth ----------------------------------------------------------------------------------
 

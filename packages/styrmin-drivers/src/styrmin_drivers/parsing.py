@@ -9,10 +9,10 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
-from styrmin_backend.domain.limits import SPEC_MAX_BYTES
-from styrmin_backend.drivers._yaml_source import YamlSource, YamlSyntaxError
-from styrmin_backend.drivers.report import DriverError, DriverProblem
-from styrmin_backend.drivers.spec import (
+from styrmin_drivers._yaml_source import YamlSource, YamlSyntaxError
+from styrmin_drivers.limits import SPEC_MAX_BYTES
+from styrmin_drivers.report import DriverError, DriverProblem
+from styrmin_drivers.spec import (
     SPEC_FILE_NAME,
     Action,
     Application,

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from styrmin_backend.domain.hooks import Hook, Mode
+from styrmin_drivers.hooks import Hook, Mode
 
 if TYPE_CHECKING:
-    from styrmin_backend.drivers.spec import Action, Component
+    from styrmin_drivers.spec import Action, Component
 
 
 class DriverProblem(BaseModel):

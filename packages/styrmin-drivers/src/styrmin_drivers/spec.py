@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from styrmin_backend.domain.hooks import Hook, Mode, hook_has_driver_core
+from styrmin_drivers.hooks import Hook, Mode, hook_has_driver_core
 
 SPEC_FILE_NAME = "driver.styrmin.yml"
 """The name of the spec file at the root of every driver."""

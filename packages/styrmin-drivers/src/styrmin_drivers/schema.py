@@ -1,6 +1,6 @@
 """The JSON Schema of ``driver.styrmin.yml`` for editors, generated from :class:`DriverSpec`.
 
-Regenerate ``driver.schema.json`` after changing the spec's models: ``python -m styrmin_backend.drivers.schema``.
+Regenerate ``driver.schema.json`` after changing the spec's models: ``python -m styrmin_drivers.schema``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from styrmin_backend.drivers.spec import DriverSpec
+from styrmin_drivers.spec import DriverSpec
 
 JSON_SCHEMA_FILE = Path(__file__).with_name("driver.schema.json")
 JSON_SCHEMA_ID = "https://styrmin.io/schemas/driver.schema.json"

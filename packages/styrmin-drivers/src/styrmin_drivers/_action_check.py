@@ -13,8 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from styrmin_backend.drivers.loading import ActionLoadError, action_file, split_location
-from styrmin_backend.drivers.spec import Action
+from styrmin_drivers.loading import ActionLoadError, action_file, split_location
+from styrmin_drivers.spec import Action
 
 _PREFECT_FLOW = "prefect.flow"
 

@@ -58,7 +58,8 @@ def driver_archive(source: DriverSource) -> bytes:
         return bytes(source)
     path = Path(source)
     if path.is_dir():
-        from styrmin_backend.drivers import DriverError, pack_driver_folder
+        from styrmin_drivers.package import pack_driver_folder
+        from styrmin_drivers.report import DriverError
 
         try:
             return pack_driver_folder(path)
@@ -193,8 +194,13 @@ def upgrade_deployment(
         body["app_version"] = app_version
     if driver_version is not None:
         body["driver_version"] = driver_version
+    # Idempotent (the seed's upgrade_deployment_version): again, it finds the deployment at that version.
     return Call(
-        "POST", f"/deployments/{_seg(name)}/upgrade", model(Change), json=_with_origin(body, started_by_step)
+        "POST",
+        f"/deployments/{_seg(name)}/upgrade",
+        model(Change),
+        json=_with_origin(body, started_by_step),
+        idempotent=True,
     )
 
 
@@ -211,7 +217,8 @@ def set_components(
         components = [components]
     verb = "start" if running else "stop"
     body = _with_origin({"components": list(components)}, started_by_step)
-    return Call("POST", f"/deployments/{_seg(name)}/{verb}", model(Change), json=body)
+    # Idempotent (the seed's stop_components and start_components): it asks for a state, not a step.
+    return Call("POST", f"/deployments/{_seg(name)}/{verb}", model(Change), json=body, idempotent=True)
 
 
 def delete_deployment(name: str) -> Call[Change]:

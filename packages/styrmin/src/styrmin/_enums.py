@@ -1,8 +1,16 @@
-"""The API's enumerations, apart from the models so that ``styrminctl`` starts without pydantic."""
+"""The API's enumerations, apart from the models so that ``styrminctl`` starts without pydantic.
+
+They repeat the server's (the SDK never imports it); ``tests/sdk/test_enums.py`` keeps them equal.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+# The hooks and modes are part of the driver format: the driver library defines them for the client
+# and the server alike.
+from styrmin_drivers.hooks import Hook as Hook
+from styrmin_drivers.hooks import Mode as Mode
 
 
 class Role(StrEnum):
@@ -55,20 +63,3 @@ class DeploymentStatus(StrEnum):
     FAILED = "failed"
     DELETING = "deleting"
     DELETED = "deleted"
-
-
-class Hook(StrEnum):
-    """A point in the deployment lifecycle where a driver's actions run."""
-
-    SETUP = "setup"
-    UPGRADE = "upgrade"
-    BACKUP = "backup"
-    RESTORE = "restore"
-
-
-class Mode(StrEnum):
-    """When an action runs within its hook: before, as, or after the main operation."""
-
-    PRE = "pre"
-    CORE = "core"
-    POST = "post"
