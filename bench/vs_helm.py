@@ -342,9 +342,11 @@ def agent_marks(mark: Callable[..., None]) -> Iterator[None]:
     """Mark, in this process (where the agent runs), the hand-over of a job to a runner process and
     the agent's own work that sends no HTTP request through httpx: Helm (Go), the chart's rendering,
     the claims it gets."""
-    from styrmin_backend.agent import reconciliation, server_api
-    from styrmin_backend.agent.prefect import _pool, runner
+    from styrmin_backend.agent import adapters, server_api
+    from styrmin_backend.agent.prefect import _pool, health, runner
     from styrmin_backend.cluster import helm as agent_helm
+    from styrmin_backend.cluster import kube
+    from styrmin_backend.drivers import render
 
     original_send = _pool.RunnerProcess.send_job
     original_claim = server_api.ServerApi.claim
@@ -363,15 +365,15 @@ def agent_marks(mark: Callable[..., None]) -> Iterator[None]:
     server_api.ServerApi.claim = claim  # type: ignore[method-assign]
     undo = [
         _timed(runner.ActionRunner, "run_action", "run_action", mark),
-        _timed(reconciliation, "prepare_install_chart", "render the chart", mark),
-        _timed(reconciliation, "_keep_stopped_components_at_zero", "stopped components at 0", mark),
+        _timed(adapters, "prepare_install_chart", "render the chart", mark),
+        _timed(render, "set_component_replicas", "stopped components at 0", mark),
         _timed(agent_helm.HelmReleases, "apply", "helm: apply (lock, thread, ...)", mark),
         _timed(helm.Config, "__init__", "helm: new Config", mark),
         _timed(helm.Config, "status", "helm: status", mark),
         _timed(helm.Config, "close", "helm: close Config", mark),
         _timed(helm.Config, "upgrade", "helm: upgrade --wait", mark),
-        _timed(reconciliation.ClusterAccess, "wait_scaled", "wait for the replicas", mark),
-        _timed(reconciliation.PrefectWatch, "check", "Prefect health check", mark),
+        _timed(kube.ClusterAccess, "wait_scaled", "wait for the replicas", mark),
+        _timed(health.PrefectWatch, "check", "Prefect health check", mark),
     ]
     try:
         yield

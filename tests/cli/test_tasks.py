@@ -166,11 +166,12 @@ def test_tasks_list_filters_and_pages(ctl: Ctl) -> None:
 def test_tasks_wait_shows_steps_live_and_exits_0_when_the_task_succeeds(ctl: Ctl) -> None:
     name = ctl.deployment()
     created = json.loads(ctl("tasks", "list", "-d", name, "-o", "json").stdout)["items"][0]
-    worker = in_background(run_task, ctl.server, created["id"], pause=0.3)
+    worker = in_background(run_task, ctl.server, created["id"], pause=1.5)
     result = ctl("tasks", "wait", str(created["id"]), "--timeout", "60")
     worker.join()
     assert result.exit_code == 0, result.output
-    # The first state seen depends on how fast the CLI starts (pending, or already running).
+    # The first state seen depends on how fast the CLI starts (pending, or already running); each
+    # step runs 1.5 s so that a CLI slow to start on a busy machine still sees it running.
     assert_in_order(
         result.stderr,
         f"Task {created['id']} (create of {name}): ",

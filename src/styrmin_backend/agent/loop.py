@@ -13,14 +13,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from styrmin_backend.agent.backup_storage import BackupFolder, check_location
-from styrmin_backend.agent.drivers_cache import DriverCache
+from styrmin_backend.agent.backups import check_location
 from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch
-from styrmin_backend.agent.reconciliation import AgentParts, Reconciliation
+from styrmin_backend.agent.reconciliation import Reconciliation
 from styrmin_backend.agent.server_api import ServerApi, ServerError, describe_error
 from styrmin_backend.agent.settings import AgentSettings
-from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.agent.wiring import AgentParts, build_parts
+from styrmin_backend.cluster import ClusterAccess
 from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import AGENT_CLAIM_SECONDS, RUNNER_POOL_SIZE, TASKS_RUNNING
@@ -120,15 +120,7 @@ class Agent:
             outage_seconds=settings.prefect_outage_seconds,
             on_back=after_prefect_outage,
         )
-        parts = AgentParts(
-            api,
-            cluster,
-            HelmReleases(connection),
-            runner,
-            DriverCache(api, settings.data_dir / "drivers"),
-            prefect,
-            backup_storage=BackupFolder(settings.backup_dir or settings.data_dir / "backups"),
-        )
+        parts = build_parts(api, cluster, connection, runner, prefect, settings.data_dir, settings.backup_dir)
         try:
             await cluster.ensure_crd()
             await runner.start()
@@ -217,7 +209,7 @@ class Agent:
         TASKS_RUNNING.inc()
         try:
             log.info("Task %s: %s of %s", claimed.task_id, claimed.change_type, claimed.deployment.name)
-            await Reconciliation(parts, claimed).run()
+            await Reconciliation(parts.ports, claimed).run()
             name = claimed.deployment.name
             if claimed.change_type is TaskType.DELETE:
                 self._known.pop(name, None)
@@ -257,7 +249,7 @@ class Agent:
                 if stop.is_set() or name in busy:
                     continue
                 try:
-                    await Reconciliation(parts, claimed).report_components()
+                    await Reconciliation(parts.ports, claimed).report_components()
                 except Exception as error:  # reporting must never stop the agent
                     log.warning("Could not report the components of %s: %s", name, error)
 
@@ -268,7 +260,7 @@ class Agent:
                 pending = await parts.api.next_location_check()
                 if pending is not None:
                     location_id, location = pending
-                    error = await check_location(location, parts)
+                    error = await check_location(location, parts.ports.backup_storage)
                     await parts.api.record_location_check(location_id, error)
                     continue
             except Exception as error:  # checking must never stop the agent

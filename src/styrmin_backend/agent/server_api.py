@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from styrmin_backend.agent.failures import StepFailed
 from styrmin_backend.domain.outages import retry_delay
 from styrmin_backend.protocol import Claim, ComponentStatus, TaskResult
 
@@ -60,8 +61,11 @@ class ServerError(Exception):
         return self.status_code is None or self.status_code >= 500
 
 
-class StyrminAway(ServerError):
-    """No server served a call within the retry time; the message names what was away, from when to when."""
+class StyrminAway(ServerError, StepFailed):
+    """No server served a call within the retry time; the message names what was away, from when to when.
+
+    A step that meets it fails with that message, as any failed step does.
+    """
 
 
 def describe_error(error: BaseException) -> str:

@@ -369,6 +369,9 @@ async def _main(channel: _Channel) -> int:
     from prefect.logging.handlers import set_api_log_sink
 
     _warm_up()
+    from styrmin_backend.actions._real import wire_real_backend
+
+    wire_real_backend()  # the composition root of the primitives in an action's process
     # Heartbeats would only tell the server that this process is alive, which the agent watches
     # itself; and the sync engine's heartbeat thread costs ~1 s at the end of every run.
     settings_context = get_settings_context()

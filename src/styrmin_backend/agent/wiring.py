@@ -1,0 +1,51 @@
+"""The agent's composition root: its real adapters, put together once behind the reconciliation's ports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from styrmin_backend.agent.adapters import HelmCharts, KubeCluster, SdkLinkedChanges, StorageLocations
+from styrmin_backend.agent.backup_storage import BackupFolder
+from styrmin_backend.agent.drivers_cache import DriverCache
+from styrmin_backend.agent.ports import Ports
+from styrmin_backend.agent.prefect import ActionRunner
+from styrmin_backend.agent.prefect.health import PrefectWatch
+from styrmin_backend.agent.server_api import ServerApi
+from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.cluster.connection import ClusterConnection
+
+
+@dataclass(frozen=True)
+class AgentParts:
+    """What every reconciliation of one agent shares: the real parts, and the ports over them."""
+
+    api: ServerApi
+    cluster: ClusterAccess
+    runner: ActionRunner
+    prefect: PrefectWatch
+    ports: Ports
+
+
+def build_parts(
+    api: ServerApi,
+    cluster: ClusterAccess,
+    connection: ClusterConnection,
+    runner: ActionRunner,
+    prefect: PrefectWatch,
+    data_dir: Path,
+    backup_dir: Path | None,
+) -> AgentParts:
+    """The agent's parts: Styrmin's API, the cluster and Helm, the action runner, the drivers it
+    fetched and the backup storage, each behind its port."""
+    ports = Ports(
+        server=api,
+        cluster=KubeCluster(cluster),
+        helm=HelmCharts(HelmReleases(connection)),
+        runner=runner,
+        drivers=DriverCache(api, data_dir / "drivers"),
+        linked=SdkLinkedChanges(),
+        prefect=prefect,
+        backup_storage=StorageLocations(BackupFolder(backup_dir or data_dir / "backups"), cluster),
+    )
+    return AgentParts(api, cluster, runner, prefect, ports)
