@@ -12,11 +12,20 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from typing import ParamSpec, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from styrmin_backend.store.models import TaskRow
 
@@ -24,7 +33,35 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60
 _STEP_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 SERVER_REGISTRY = CollectorRegistry(auto_describe=True)
-"""What the server's ``/metrics`` shows (its own registry: no process metrics of the test runner)."""
+"""The server's process-wide counters; ``server_registry`` adds the process, the Python runtime,
+the build and the database's counts for each app's ``/metrics``."""
+
+
+def _build_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("styrmin-server")
+    except PackageNotFoundError:  # run from a source tree that was not installed
+        return "unknown"
+
+
+def _build_info(registry: CollectorRegistry) -> None:
+    import platform
+
+    Gauge(
+        "styrmin_build_info",
+        "Always 1: the version of Styrmin and of Python this process runs, as labels.",
+        ["version", "python_version"],
+        registry=registry,
+    ).labels(_build_version(), platform.python_version()).set(1)
+
+
+def _runtime_collectors(registry: CollectorRegistry) -> None:
+    """The ``process_*`` and ``python_*`` metrics of this process (the client library's defaults)."""
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
+
 
 REQUESTS = Counter(
     "styrmin_http_requests",
@@ -55,6 +92,8 @@ STEP_SECONDS = Histogram(
 
 AGENT_REGISTRY = CollectorRegistry(auto_describe=True)
 """What the agent's metrics port shows."""
+_runtime_collectors(AGENT_REGISTRY)
+_build_info(AGENT_REGISTRY)
 
 ACTIONS_RUNNING = Gauge(
     "styrmin_agent_actions_running", "Actions the agent runs now.", registry=AGENT_REGISTRY
@@ -123,11 +162,52 @@ class _TasksByTypeAndStatus(Collector):
         return GaugeMetricFamily("styrmin_tasks", "Tasks by type and status.", labels=["type", "status"])
 
 
+class _DeploymentStatus(Collector):
+    """``styrmin_deployment_status``: 1 for each deployment's status, 0 for its other statuses, as
+    the status rule decides it at each scrape (as kube-state-metrics shows a pod's phase)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield self._family()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from styrmin_backend.domain.status import DeploymentStatus
+        from styrmin_backend.services import changes, deployment_status
+
+        family = self._family()
+        try:
+            with Session(self._engine) as session:
+                deployments = changes.list_deployments(session)
+                statuses = deployment_status.statuses_of(session, deployments)
+        except SQLAlchemyError:  # the scrape still shows the other metrics; /readyz says what is wrong
+            deployments, statuses = [], {}
+        for deployment in deployments:
+            current = statuses[deployment.id].state
+            for state in DeploymentStatus:
+                if state is not DeploymentStatus.DELETED:
+                    family.add_metric([deployment.name, state.value], 1.0 if state is current else 0.0)
+        yield family
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "styrmin_deployment_status",
+            "1 for the status each deployment has now, 0 for the others.",
+            labels=["deployment", "status"],
+        )
+
+
 def server_registry(engine: Engine) -> CollectorRegistry:
-    """The server's registry plus the task counts of ``engine``'s database (a fresh registry per app)."""
+    """The server's counters plus the process, Python and build metrics and the task counts and
+    deployment statuses of ``engine``'s database (a fresh registry per app)."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_Shared(SERVER_REGISTRY))
+    _runtime_collectors(registry)
+    _build_info(registry)
     registry.register(_TasksByTypeAndStatus(engine))
+    registry.register(_DeploymentStatus(engine))
     return registry
 
 

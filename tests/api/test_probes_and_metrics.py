@@ -50,3 +50,20 @@ def test_metrics_count_requests_by_route_and_tasks_by_type_and_status(stack: Sta
     assert not any("/api/v1/deployments/shop" in line for line in lines)
     assert 'styrmin_tasks{status="pending",type="create"} 1.0' in lines
     assert any(line.startswith("styrmin_task_claim_latency_seconds_count") for line in lines)
+
+
+def test_metrics_show_the_process_python_build_and_each_deployments_status(stack: Stack) -> None:
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    body = {"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"}
+    assert stack.client.post("/api/v1/deployments", json=body, headers=admin).status_code == 202
+    lines = stack.client.get("/metrics").text.splitlines()
+    assert any(line.startswith("process_resident_memory_bytes ") for line in lines)
+    assert any(line.startswith("python_info{") for line in lines)
+    assert any(line.startswith("python_gc_objects_collected_total{") for line in lines)
+    build = [line for line in lines if line.startswith("styrmin_build_info{")]
+    assert len(build) == 1 and 'version="' in build[0] and build[0].endswith(" 1.0")
+    # Being created, the deployment is deploying: 1 there, 0 for each other status.
+    assert 'styrmin_deployment_status{deployment="shop",status="deploying"} 1.0' in lines
+    assert 'styrmin_deployment_status{deployment="shop",status="running"} 0.0' in lines
+    assert not any('status="deleted"' in line for line in lines if line.startswith("styrmin_deployment"))

@@ -82,3 +82,40 @@ def test_register_as_json_and_list(live_server: LiveServer, env: dict[str, str])
     assert name in listed.stdout and "cluster edge" in listed.stdout
     assert styrminctl("agents", "revoke", name, env=env).returncode == 0
     assert f"{name}  cluster edge  revoked" in styrminctl("agents", "list", env=env).stdout
+
+
+def _notes(values: dict[str, object]) -> str:
+    rendered = helm.Chart.load(CHART).render(values, name="styrmin", namespace="styrmin", is_install=True)
+    return next(text for template, text in rendered.items() if template.endswith("NOTES.txt"))
+
+
+def notes_register_line(notes: str) -> list[str]:
+    """The argv of the NOTES' `styrminctl agents register ...` line, without `styrminctl`."""
+    (line,) = [ln.strip() for ln in notes.splitlines() if ln.strip().startswith("styrminctl agents register")]
+    return shlex.split(line)[1:]
+
+
+def test_the_charts_notes_register_the_agent_as_printed(
+    live_server: LiveServer,
+    env: dict[str, str],  # noqa: F811
+) -> None:
+    """The NOTES' line exits 0 and prints the kubectl line for the Secret the chart's agent reads."""
+    for values, secret, secret_key in (
+        ({}, "styrmin-agent", "key"),
+        ({"agent": {"key": {"existingSecret": "edge-key", "secretKey": "token"}}}, "edge-key", "token"),
+    ):
+        argv = notes_register_line(_notes(values))
+        argv[2] = unique("notes-agent")  # one server for the whole session: a fresh name each time
+        result = styrminctl(*argv, env=env)
+        assert result.returncode == 0, result.stderr
+        stored = shlex.split(result.stdout.splitlines()[-1])
+        assert stored[:7] == ["kubectl", "create", "secret", "generic", secret, "-n", "styrmin"]
+        key = stored[7].removeprefix(f"--from-literal={secret_key}=")
+        assert key.startswith("sta_")
+        assert "helm install" not in result.stdout  # the full install runs the agent already
+        claim = httpx.post(
+            f"{live_server.url}/api/v1/agent/claim",
+            json={"lease_seconds": 30},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        assert claim.status_code == 204, claim.text

@@ -3,6 +3,11 @@ their probes, the agent's RBAC, Secrets referenced by name, and no secret in pla
 
 from __future__ import annotations
 
+import http.server
+import socket
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +138,12 @@ def test_the_agent_gets_a_cluster_role_by_default_and_roles_per_namespace_when_a
 
 def test_agent_only_mode_installs_just_an_agent() -> None:
     objects, notes = render(AGENT_ONLY)
-    kinds = {kind for kind, _name in objects}
+    # What helm install makes: the test Pod is made by `helm test` only.
+    kinds = {
+        kind
+        for (kind, _name), document in objects.items()
+        if (document["metadata"].get("annotations") or {}).get("helm.sh/hook") != "test"
+    }
     assert kinds == {"ServiceAccount", "Deployment", "ClusterRole", "ClusterRoleBinding"}
     assert list(key for key in objects if key[0] == "Deployment") == [("Deployment", "styrmin-agent")]
     env = _env(_container(objects[("Deployment", "styrmin-agent")]))
@@ -220,6 +230,7 @@ def test_every_documented_mode_names_probes_and_references_its_secrets(values: d
             "Deployment",
             "ClusterRole",
             "ClusterRoleBinding",
+            "Pod",  # the `helm test` Pod
         }
     else:
         assert (("Job", "styrmin-migrate-1") in objects) == values.get("migrations", {}).get("job", True)
@@ -245,3 +256,137 @@ def test_in_full_mode_the_agent_reaches_the_services_unless_told_other_urls() ->
     env = _env(_container(objects[("Deployment", "styrmin-agent")]))
     assert env["STYRMIN_AGENT_SERVER_URL"]["value"] == "http://127.0.0.1:8081"
     assert env["STYRMIN_AGENT_PREFECT_API_URL"]["value"] == "http://127.0.0.1:4201/api"
+
+
+def _pods(objects: dict[tuple[str, str], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The pod template (or Pod) spec and metadata of each workload, by its name."""
+    pods = {}
+    for (kind, name), document in objects.items():
+        if kind in ("Deployment", "Job"):
+            pods[name] = document["spec"]["template"]
+        elif kind == "Pod":
+            pods[name] = document
+    return pods
+
+
+def test_scheduling_knobs_reach_every_pod_and_a_components_own_replace_them() -> None:
+    everywhere = {"disktype": "ssd"}
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "styrmin", "effect": "NoSchedule"}
+    affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    objects, _notes = render(
+        {
+            "nodeSelector": everywhere,
+            "tolerations": [toleration],
+            "affinity": affinity,
+            "podAnnotations": {"team": "platform"},
+            "agent": {"nodeSelector": {"pool": "agents"}, "podAnnotations": {"team": "deployers"}},
+        }
+    )
+    pods = _pods(objects)
+    assert set(pods) == {
+        "styrmin-server",
+        "prefect-server",
+        "styrmin-agent",
+        "styrmin-migrate-1",
+        "styrmin-test",
+    }
+    for name, pod in pods.items():
+        spec = pod["spec"]
+        assert spec["tolerations"] == [toleration], name
+        assert spec["affinity"] == affinity, name
+        expected = {"pool": "agents"} if name == "styrmin-agent" else everywhere
+        assert spec["nodeSelector"] == expected, name
+    assert pods["styrmin-server"]["metadata"]["annotations"]["team"] == "platform"
+    assert pods["styrmin-agent"]["metadata"]["annotations"]["team"] == "deployers"
+    defaults, _ = render({})
+    assert all("nodeSelector" not in pod["spec"] for pod in _pods(defaults).values())
+
+
+def test_scrape_annotations_are_on_by_default_and_a_value_turns_them_off() -> None:
+    pods = _pods(render({})[0])
+    server = pods["styrmin-server"]["metadata"]["annotations"]
+    assert server == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8080",
+        "prometheus.io/path": "/metrics",
+    }
+    assert pods["styrmin-agent"]["metadata"]["annotations"]["prometheus.io/port"] == "9090"
+    assert "annotations" not in pods["prefect-server"]["metadata"]
+    quiet = _pods(render({"metrics": {"scrapeAnnotations": False}})[0])
+    assert all("annotations" not in pod["metadata"] for name, pod in quiet.items() if name != "styrmin-test")
+
+
+def test_service_monitors_for_the_server_and_the_agent_behind_a_value() -> None:
+    objects, _notes = render({})
+    assert not any(kind == "ServiceMonitor" for kind, _ in objects)
+    objects, _notes = render(
+        {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}}
+    )
+    server = objects[("ServiceMonitor", "styrmin-server")]
+    assert server["metadata"]["labels"]["release"] == "prom"
+    assert server["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s"}]
+    agent = objects[("ServiceMonitor", "styrmin-agent")]
+    assert agent["spec"]["endpoints"][0]["port"] == "metrics"
+    service = objects[("Service", "styrmin-agent-metrics")]
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 9090, "targetPort": "metrics"}]
+    agent_only, _ = render(_merge(AGENT_ONLY, {"metrics": {"serviceMonitor": {"enabled": True}}}))
+    assert ("ServiceMonitor", "styrmin-server") not in agent_only
+    assert ("ServiceMonitor", "styrmin-agent") in agent_only
+    with pytest.raises(helm.HelmError, match="interval"):
+        render({"metrics": {"serviceMonitor": {"enabled": True, "interval": "soon"}}})
+
+
+def test_the_agents_service_account_takes_annotations_for_workload_identity() -> None:
+    role = {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/styrmin-backups"}
+    objects, _notes = render({"agent": {"serviceAccount": {"annotations": role}}})
+    assert objects[("ServiceAccount", "styrmin-agent")]["metadata"]["annotations"] == role
+    assert "annotations" not in render({})[0][("ServiceAccount", "styrmin-agent")]["metadata"]
+
+
+def test_helm_test_runs_a_pod_that_calls_what_the_install_serves() -> None:
+    objects, notes = render({})
+    pod = objects[("Pod", "styrmin-test")]
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (container,) = pod["spec"]["containers"]
+    assert container["command"] == ["python", "-c"]
+    assert container["args"][1:] == [
+        "http://styrmin-server.styrmin.svc:8080/readyz",
+        "http://styrmin-server.styrmin.svc:8080/api/openapi.json",
+        "http://prefect-server.styrmin.svc:4200/api/health",
+    ]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert "helm test styrmin -n styrmin" in notes
+    agent_only, _ = render(AGENT_ONLY)
+    (agent_check,) = agent_only[("Pod", "styrmin-test")]["spec"]["containers"]
+    assert agent_check["args"][1:] == ["https://styrmin.example.com/healthz"]
+
+
+class _Healthy(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_the_test_pods_script_passes_and_fails_as_helm_test_reports() -> None:
+    """The script of the test Pod, run here against a server that answers and a port that does not."""
+    objects, _notes = render({})
+    (container,) = objects[("Pod", "styrmin-test")]["spec"]["containers"]
+    script = container["args"][0]
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Healthy) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        ok_url = f"http://127.0.0.1:{server.server_address[1]}/readyz"
+        passed = subprocess.run(
+            [sys.executable, "-c", script, ok_url], capture_output=True, text=True, timeout=120
+        )
+        assert passed.returncode == 0, passed.stdout + passed.stderr
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            nobody = f"http://127.0.0.1:{closed.getsockname()[1]}/readyz"
+        failed = subprocess.run(
+            [sys.executable, "-c", script, ok_url, nobody], capture_output=True, text=True, timeout=120
+        )
+        server.shutdown()
+    assert failed.returncode == 1 and "unreachable" in failed.stdout

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import base64
 import os
+import shlex
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,7 +40,7 @@ import styrmin
 from styrmin_localcluster import LocalCluster
 from tests.conftest import _pg_admin, _pg_url
 from tests.support.drivers import EXAMPLE_DRIVER, driver_folder
-from tests.support.kubectl import KUBECTL, port_forward
+from tests.support.kubectl import KUBECTL, port_forward, run_kubectl
 
 pytestmark = pytest.mark.slow
 
@@ -232,12 +235,8 @@ def test_the_chart_installs_into_the_local_cluster_and_deploys_and_upgrades_the_
     with styrmin.Client(installed.server_url, timeout=60) as client:
         client.login("admin", password)
 
-        # The agent's key, made by the admin, into the Secret the agent's pod waits for.
-        key = client.agents.create("styrmin-agent", cluster="local")
-        kube.create(
-            Secret(metadata=ObjectMeta(name="styrmin-agent"), stringData={"key": key.key}),
-            namespace=NAMESPACE,
-        )
+        # The agent's key, made as the chart's NOTES say, into the Secret the agent's pod waits for.
+        _register_the_agent_as_the_notes_say(installed, client.token or "", tmp_path)
         installed.wait_for(
             lambda: _available(kube, f"{RELEASE}-agent"), "the agent Deployment to be Available"
         )
@@ -281,6 +280,32 @@ def test_the_chart_installs_into_the_local_cluster_and_deploys_and_upgrades_the_
     # The agent wrote the deployment's revision into its StyrminDeployment, through its service account.
     record = kube.get(StyrminDeployment, "shop", namespace="shop")
     assert record.spec["appVersion"] == "1.1.0", record.spec
+
+
+def _register_the_agent_as_the_notes_say(installed: Installed, token: str, home: Path) -> None:
+    """Run the NOTES' `styrminctl agents register` line as printed, then the kubectl line it prints."""
+    rendered = helm.Chart.load(CHART).render({}, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    notes = next(text for template, text in rendered.items() if template.endswith("NOTES.txt"))
+    (line,) = [ln.strip() for ln in notes.splitlines() if ln.strip().startswith("styrminctl agents register")]
+    result = subprocess.run(
+        [sys.executable, "-m", "styrmin.cli", *shlex.split(line)[1:]],
+        env={**os.environ, "STYRMIN_URL": installed.server_url, "STYRMIN_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"{line}\nexited {result.returncode}: {result.stderr}"
+    stored = shlex.split(result.stdout.splitlines()[-1])
+    assert stored[:4] == ["kubectl", "create", "secret", "generic"], result.stdout
+    if KUBECTL is not None:
+        run_kubectl(installed.cluster.kubeconfig_path, home, NAMESPACE, *stored[1:])
+        return
+    # No kubectl here: the Secret the line would make, made the same way.
+    name, literal = stored[4], stored[-1].removeprefix("--from-literal=")
+    secret_key, _, value = literal.partition("=")
+    installed.kube.create(
+        Secret(metadata=ObjectMeta(name=name), stringData={secret_key: value}), namespace=NAMESPACE
+    )
 
 
 def _reach_through_port_forward(installed: Installed, home: Path) -> None:

@@ -121,3 +121,34 @@ stop/start_components. agent.rbac.extraRules adds more. */}}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/* Where a pod may run and what it is annotated with: the component's own nodeSelector,
+tolerations, affinity and podAnnotations, else the chart-wide ones. Call with
+(dict "root" $ "component" .Values.server "metricsPort" PORT-or-empty). */}}
+{{- define "styrmin.podAnnotations" -}}
+{{- $annotations := merge (dict) (.component.podAnnotations | default dict) (.root.Values.podAnnotations | default dict) }}
+{{- if and .metricsPort .root.Values.metrics.scrapeAnnotations }}
+{{- $_ := set $annotations "prometheus.io/scrape" "true" }}
+{{- $_ := set $annotations "prometheus.io/port" (toString .metricsPort) }}
+{{- $_ := set $annotations "prometheus.io/path" "/metrics" }}
+{{- end }}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "styrmin.scheduling" -}}
+{{- with (.component.nodeSelector | default .root.Values.nodeSelector) }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (.component.tolerations | default .root.Values.tolerations) }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with (.component.affinity | default .root.Values.affinity) }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

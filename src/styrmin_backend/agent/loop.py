@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from styrmin_backend.agent.backups import check_location
+from styrmin_backend.agent.ports import Ports
 from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch
 from styrmin_backend.agent.reconciliation import Reconciliation
 from styrmin_backend.agent.server_api import ServerApi, ServerError, describe_error
 from styrmin_backend.agent.settings import AgentSettings
-from styrmin_backend.agent.wiring import AgentParts, build_parts
+from styrmin_backend.agent.wiring import AgentParts, build_parts, ports_of_task
 from styrmin_backend.cluster import ClusterAccess
 from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_backend.domain.tasks import TaskType
@@ -66,6 +67,9 @@ async def _crash_orphaned_runs(runner: ActionRunner, previous: str) -> None:
         )
 
 
+CANCEL_CHECK_SECONDS = 5.0
+"""The longest between two lease renewals of a running task: a cancel stops it this soon at most."""
+
 LOCATION_CHECK_SECONDS = 2.0
 """How often the agent asks whether a backup location of its cluster waits for its check."""
 
@@ -83,6 +87,8 @@ class Agent:
         self._running: dict[int, asyncio.Task[None]] = {}
         self._claims: dict[int, Claim] = {}
         self._slot_freed = asyncio.Event()
+        self._cancelled: set[int] = set()
+        """Tasks the server said were cancelled: their reconciliation was stopped on purpose."""
         self._known: dict[str, Claim] = {}
         """The latest task of each deployment this agent ran, to report its components between tasks."""
         self.warm = threading.Event()
@@ -204,19 +210,44 @@ class Agent:
         _keep_started_objects_out_of_garbage_collections()
         self.warm.set()
 
+    def _ports_of(self, parts: AgentParts, claimed: Claim) -> Ports:
+        """The ports of one task: its Helm operations under the deployment's Helm lock, and its
+        actions' flow runs cancelled from the Prefect UI cancelling it."""
+        task_id = claimed.task_id
+        return ports_of_task(
+            parts, task_id, self.settings.lease_seconds, lambda: self._stop_cancelled(task_id)
+        )
+
+    def _stop_cancelled(self, task_id: int) -> None:
+        """Stop the reconciliation of a task the server says was cancelled (its running action with it)."""
+        running = self._running.get(task_id)
+        if running is None or task_id in self._cancelled:
+            return
+        log.info("Task %s was cancelled: stopping its reconciliation; the cluster is left as it is", task_id)
+        self._cancelled.add(task_id)
+        running.cancel()
+
     async def _reconcile(self, parts: AgentParts, claimed: Claim) -> None:
         renewing = asyncio.create_task(self._renew(parts.api, claimed.task_id))
         TASKS_RUNNING.inc()
         try:
             log.info("Task %s: %s of %s", claimed.task_id, claimed.change_type, claimed.deployment.name)
-            await Reconciliation(parts.ports, claimed).run()
+            await Reconciliation(self._ports_of(parts, claimed), claimed).run()
             name = claimed.deployment.name
             if claimed.change_type is TaskType.DELETE:
                 self._known.pop(name, None)
             else:
                 self._known[name] = claimed
+        except asyncio.CancelledError:
+            if claimed.task_id not in self._cancelled:
+                raise
+            log.info("Task %s: stopped, as it was cancelled", claimed.task_id)
+            await self._say_stopped(parts.api, claimed.task_id)
         except ServerError as error:
-            if error.task_lost:
+            if error.task_cancelled:
+                log.info("Task %s: stopped, as it was cancelled (%s)", claimed.task_id, error)
+                await self._say_stopped(parts.api, claimed.task_id)
+            elif error.task_lost:
                 log.warning(
                     "Task %s had ended on the server before this agent ended it: %s", claimed.task_id, error
                 )
@@ -237,7 +268,15 @@ class Agent:
             renewing.cancel()
             self._running.pop(claimed.task_id, None)
             self._claims.pop(claimed.task_id, None)
+            self._cancelled.discard(claimed.task_id)
             self._slot_freed.set()
+
+    @staticmethod
+    async def _say_stopped(api: ServerApi, task_id: int) -> None:
+        try:
+            await api.work_stopped(task_id)
+        except ServerError as error:  # only `tasks cancel --wait` waits for it
+            log.warning("Could not say that cancelled task %s stopped: %s", task_id, error)
 
     async def _report_periodically(self, parts: AgentParts, stop: asyncio.Event) -> None:
         """Report the component workloads of known deployments that run no task now, every so often."""
@@ -269,18 +308,24 @@ class Agent:
                 await asyncio.wait_for(stop.wait(), LOCATION_CHECK_SECONDS)
 
     async def _renew(self, api: ServerApi, task_id: int) -> None:
-        """Renew the task's lease every third of it; after a failure, again within a second or two.
+        """Renew the task's lease every third of it (at most ``CANCEL_CHECK_SECONDS`` apart); after a
+        failure, again within a second or two. An answer that the task was cancelled stops its
+        reconciliation.
 
         A lease runs out only when the agent is gone, never because one renewal met a busy server.
         """
         lease = self.settings.lease_seconds
-        delay = lease / 3
+        every = min(lease / 3, CANCEL_CHECK_SECONDS)
+        delay = every
         while True:
             await asyncio.sleep(delay)
             try:
                 await api.renew_lease(task_id, lease)
-                delay = lease / 3
+                delay = every
             except ServerError as error:
+                if error.task_cancelled:
+                    self._stop_cancelled(task_id)
+                    return
                 if error.task_lost:
                     log.error("Task %s is no longer this agent's: %s", task_id, error)
                     return

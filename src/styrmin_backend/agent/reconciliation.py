@@ -23,7 +23,7 @@ from styrmin_backend.agent.backup_storage import BackupStorage
 from styrmin_backend.agent.failures import StepFailed
 from styrmin_backend.agent.ports import ActionResult, ChartRequest, Ports
 from styrmin_backend.agent.prefect.health import prefect_unreachable_error
-from styrmin_backend.agent.server_api import ServerError, describe_error
+from styrmin_backend.agent.server_api import ServerError, StyrminAway, describe_error
 from styrmin_backend.cluster import ClusterError, ReplicasChanged
 from styrmin_backend.domain import steps
 from styrmin_backend.domain.deployments import later_revision_wins
@@ -424,6 +424,9 @@ class Reconciliation:
         either: list[asyncio.Future[Any]] = [running, away]
         try:
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            running.cancel()  # the task was cancelled: stop its actions (asyncio.wait leaves them running)
+            raise
         finally:
             away.cancel()
         if running.done():

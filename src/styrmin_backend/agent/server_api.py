@@ -13,7 +13,7 @@ import httpx
 
 from styrmin_backend.agent.failures import StepFailed
 from styrmin_backend.domain.outages import retry_delay
-from styrmin_backend.protocol import Claim, ComponentStatus, TaskResult
+from styrmin_backend.protocol import Claim, ComponentStatus, HelmLockAnswer, TaskResult
 
 log = logging.getLogger("styrmin.agent")
 
@@ -53,7 +53,12 @@ class ServerError(Exception):
     @property
     def task_lost(self) -> bool:
         """The server says the agent no longer holds the task (it ended, or another agent has it)."""
-        return self.status_code in (404, 409)
+        return self.status_code in (404, 409, 410)
+
+    @property
+    def task_cancelled(self) -> bool:
+        """The server says the task was cancelled: stop its work and leave the cluster as it is."""
+        return self.status_code == 410
 
     @property
     def server_away(self) -> bool:
@@ -274,3 +279,31 @@ class ServerApi:
 
     async def record_location_check(self, location_id: int, error: str | None) -> None:
         await self._call_retrying("POST", f"/backup-location-checks/{location_id}", json={"error": error})
+
+    async def acquire_helm_lock(
+        self, task_id: int, namespace: str, release: str, lease_seconds: int
+    ) -> HelmLockAnswer:
+        """Take the lock of a release's Helm operation for the task, or learn which task holds it."""
+        body = {"namespace": namespace, "release": release, "lease_seconds": lease_seconds}
+        response = await self._call("POST", f"/tasks/{task_id}/helm-lock", json=body, timeout=10)
+        return HelmLockAnswer.model_validate(response.json())
+
+    async def renew_helm_lock(self, task_id: int, namespace: str, release: str, lease_seconds: int) -> None:
+        """Extend the lease of the task's Helm lock; raises ServerError (409) when it lost it."""
+        body = {"namespace": namespace, "release": release, "lease_seconds": lease_seconds}
+        await self._call("POST", f"/tasks/{task_id}/helm-lock/renew", json=body, timeout=10)
+
+    async def release_helm_lock(self, task_id: int, namespace: str, release: str) -> None:
+        """Let go of the task's Helm lock once its Helm operation ended."""
+        body = {"namespace": namespace, "release": release}
+        await self._call_retrying("POST", f"/tasks/{task_id}/helm-lock/release", json=body)
+
+    async def cancelled_in_prefect(self, task_id: int, flow_run_id: str) -> None:
+        """Cancel the task because a flow run of its actions was cancelled in the Prefect UI."""
+        await self._call_retrying(
+            "POST", f"/tasks/{task_id}/cancelled-in-prefect", json={"flow_run_id": flow_run_id}
+        )
+
+    async def work_stopped(self, task_id: int) -> None:
+        """Tell the server that the work of a cancelled task has stopped."""
+        await self._call_retrying("POST", f"/tasks/{task_id}/stopped")

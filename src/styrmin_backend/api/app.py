@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from styrmin_backend.api.errors import install_error_handlers
+from styrmin_backend.api.openapi import install_openapi, mark_routes
 from styrmin_backend.api.routes import (
     agent,
     agents,
@@ -14,16 +15,32 @@ from styrmin_backend.api.routes import (
     deployments,
     drivers,
     health,
+    previews,
+    task_logs,
     tasks,
     users,
 )
 
 ROUTES = [
     route
-    for module in (auth, users, drivers, deployments, backups, backup_locations, tasks, agents, agent, health)
+    for module in (
+        auth,
+        users,
+        drivers,
+        deployments,
+        previews,
+        task_logs,
+        backups,
+        backup_locations,
+        tasks,
+        agents,
+        agent,
+        health,
+    )
     for route in module.router.routes
 ]
 """Every route of the API, built once per process: each router carries its own prefix and error answers."""
+mark_routes(ROUTES)
 
 
 def install_api(app: FastAPI) -> None:
@@ -35,3 +52,4 @@ def install_api(app: FastAPI) -> None:
     """
     install_error_handlers(app)
     app.router.routes.extend(ROUTES)
+    install_openapi(app)

@@ -47,6 +47,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         403: "The caller's role does not allow this, or the request is refused.",
         404: "Not found.",
         409: "Conflicts with the current state.",
+        410: "For an agent: the task was cancelled; stop working on it.",
         422: "The input is not valid; `field` names what to fix.",
         429: "Too many failed logins, or driver checks at once: wait the seconds that `Retry-After` says.",
         503: "Styrmin's database cannot be reached; nothing was changed. Try again after `Retry-After` seconds.",

@@ -5,17 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import Exists, exists, or_, select, update
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain import outages as outage_rules
-from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
+from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound, TaskCancelled
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
-from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.protocol import Change, ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
 from styrmin_backend.services.changes import claimed_change
@@ -153,48 +151,31 @@ def claim_next_task(
     """Claim the next pending task of the agent's cluster, start it, and mint its actions token.
 
     Tasks started by an action come first, oldest first, then the other tasks, oldest first: the
-    task that started one is running and waits for it, so it must never wait behind new work. The
-    changes of one deployment run one at a time, in the order they were requested, except those that
-    the actions of a running change requested (linked or not): it may wait for them. An
-    agent whose slots are all taken asks with ``started_by_actions_only`` and runs them beside its
-    slots (see docs/agent.md).
+    task that started one is running and waits for it, so it must never wait behind new work. Each
+    change runs as its own workflow as soon as a slot is free, beside the other changes of its
+    deployment: only their Helm operations take turns (see :func:`acquire_helm_lock`). An agent
+    whose slots are all taken asks with ``started_by_actions_only`` and runs those beside its slots
+    (see docs/agent.md).
     """
     # An idle claim (an agent long-polls several times a second) only reads: on SQLite every write
     # takes the one write lock, and a write per poll starved lease renewals and step writes.
     fail_expired_leases(session, agent.cluster)
     _record_seen(session, agent)
-    # What the actions of a running change asked for runs beside it: that change may wait for it.
-    beside_running_change = or_(TaskRow.parent_task_id.is_not(None), TaskRow.requested_by == ACTIONS_USERNAME)
-    pending = select(TaskRow.id, TaskRow.deployment_id, beside_running_change).where(
-        TaskRow.cluster == agent.cluster,
-        TaskRow.status == TaskStatus.PENDING.value,
-        or_(beside_running_change, ~_change_running(TaskRow.deployment_id)),
+    pending = select(TaskRow.id).where(
+        TaskRow.cluster == agent.cluster, TaskRow.status == TaskStatus.PENDING.value
     )
     if started_by_actions_only:
         pending = pending.where(TaskRow.parent_task_id.is_not(None))
-    candidates = session.execute(
+    candidates = session.scalars(
         pending.order_by(TaskRow.parent_task_id.is_(None), TaskRow.id).limit(20)
     ).all()
-    for task_id, deployment_id, runs_beside in candidates:
-        claimable = [TaskRow.id == task_id, TaskRow.status == TaskStatus.PENDING.value]
-        if not runs_beside:
-            # One change of a deployment runs at a time (Helm allows one operation on a release).
-            # On PostgreSQL, two claims of one deployment's changes take turns on its row, so the
-            # second sees the first's task running; a claim never waits for it (no deadlock).
-            # SQLite runs one write at a time: the UPDATE below is the check.
-            if deployment_id is not None and (
-                session.scalar(
-                    select(DeploymentRow.id)
-                    .where(DeploymentRow.id == deployment_id)
-                    .with_for_update(skip_locked=True)
-                )
-                is None
-            ):
-                continue
-            claimable.append(~_change_running(deployment_id))
-        # A conditional update claims it: of two agents racing, exactly one changes the row.
+    for task_id in candidates:
+        # A conditional update claims it: of two agents racing, exactly one changes the row (the
+        # other's UPDATE waits for the first's transaction on PostgreSQL, then matches nothing).
         claimed = session.execute(
-            update(TaskRow).where(*claimable).values(claimed_by=agent.id, lease_expires_at=utcnow() + lease)
+            update(TaskRow)
+            .where(TaskRow.id == task_id, TaskRow.status == TaskStatus.PENDING.value)
+            .values(claimed_by=agent.id, lease_expires_at=utcnow() + lease)
         )
         if claimed.rowcount != 1:  # type: ignore[attr-defined]
             continue
@@ -217,16 +198,6 @@ def claim_next_task(
     return None
 
 
-def _change_running(deployment_id: Any) -> Exists:
-    """Whether a change of ``deployment_id`` (a task no action started) is running now."""
-    other = aliased(TaskRow)
-    return exists().where(
-        other.deployment_id == deployment_id,
-        other.status == TaskStatus.RUNNING.value,
-        other.parent_task_id.is_(None),
-    )
-
-
 _SEEN_EVERY = timedelta(seconds=10)
 """How often a polling agent's ``last_seen_at`` is written (the Agents page counts 60 s as connected)."""
 
@@ -244,6 +215,12 @@ def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
     task = session.get(TaskRow, task_id)
     if task is None:
         raise NotFound(f"There is no task {task_id}.", field="task_id")
+    if task.status == TaskStatus.CANCELLED.value and task.claimed_by == agent.id:
+        raise TaskCancelled(
+            f"Task {task_id} was cancelled{f' by {task.cancelled_by}' if task.cancelled_by else ''}; "
+            "stop its running action and leave the cluster as it is.",
+            field="task_id",
+        )
     if task.claimed_by != agent.id or task.status != TaskStatus.RUNNING.value:
         raise Conflict(
             f"Task {task_id} is {task.status} and not held by agent {agent.name}; stop working on it.",
@@ -288,10 +265,15 @@ def end_claimed_task(
 
     Safe to send again: a task this agent ran that has ended already is answered as it is, except
     that when its lease ran out before the agent's end arrived, the agent's account replaces the
-    lease's (it knows why the task failed; the lease only knew it went quiet).
+    lease's (it knows why the task failed; the lease only knew it went quiet). A cancelled task is
+    answered as cancelled (``held_task``), so that the agent stops its work.
     """
     task = session.get(TaskRow, task_id)
-    if task is not None and task.claimed_by == agent.id and task.status != TaskStatus.RUNNING.value:
+    if (
+        task is not None
+        and task.claimed_by == agent.id
+        and task.status not in (TaskStatus.RUNNING.value, TaskStatus.CANCELLED.value)
+    ):
         if task.status == TaskStatus.FAILED.value and outage_rules.ended_by_lease_expiry(task.error):
             late = outage_rules.AGENT_LATE_SUCCESS_NOTE.format(at=outage_rules.when(utcnow()))
             task.error = redact(error) if error is not None else f"{task.error}{late}"

@@ -26,6 +26,7 @@ from styrmin_backend.domain.errors import (
     DomainError,
     NotAuthenticated,
 )
+from styrmin_backend.domain.hooks import HOOK_STEP_NAMES
 from styrmin_backend.domain.roles import Role, role_allows
 from styrmin_backend.services import auth
 from styrmin_backend.services.outages import database_outage_notice
@@ -51,7 +52,9 @@ templates.env.filters.update(
     status_label=_format.status_label,
     yaml=_format.as_yaml,
 )
-templates.env.globals.update(CSRF_FIELD=CSRF_FIELD, CONFIRMED_FIELD=CONFIRMED_FIELD)
+templates.env.globals.update(
+    CSRF_FIELD=CSRF_FIELD, CONFIRMED_FIELD=CONFIRMED_FIELD, HOOK_STEP_NAMES=HOOK_STEP_NAMES
+)
 
 # Inline styles are allowed for the timeline bars' widths (and htmx's indicator style); scripts are not.
 _SECURITY_HEADERS = {
@@ -208,8 +211,12 @@ def confirm_page(
     hidden: dict[str, Any] | None = None,
     danger: bool = False,
     section: str = "deployments",
+    back: str = "Cancel",
+    preview: Any = None,
 ) -> HTMLResponse:
-    """The page asking to confirm a change: what it will do, and a button that posts ``hidden`` again."""
+    """The page asking to confirm a change: what it will do (with its ``preview``, a
+    ``services.preview.Preview``, when there is one), a button that posts ``hidden`` again, and a
+    link (``back``) to ``cancel`` that changes nothing."""
     return render(
         request,
         "confirm.html",
@@ -220,8 +227,10 @@ def confirm_page(
         hidden=hidden or {},
         button=button,
         cancel=cancel,
+        back=back,
         danger=danger,
         section=section,
+        preview=preview,
     )
 
 

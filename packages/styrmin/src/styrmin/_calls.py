@@ -307,6 +307,10 @@ def retry_task(task_id: int) -> Call[Change]:
     return Call("POST", f"/tasks/{_seg(int(task_id))}/retry", model(Change))
 
 
+def cancel_task(task_id: int) -> Call[Task]:
+    return Call("POST", f"/tasks/{_seg(int(task_id))}/cancel", model(Task))
+
+
 def get_task_configuration(task_id: int) -> Call[Configuration]:
     return Call("GET", f"/tasks/{_seg(int(task_id))}/configuration", model(Configuration))
 

@@ -7,11 +7,12 @@ import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
 from styrmin import _calls as calls
+from styrmin import _change_calls as change_calls
 from styrmin._calls import ConfigurationLike, DriverSource
 from styrmin._http import (
     API_PREFIX,
@@ -31,6 +32,7 @@ from styrmin.errors import StyrminError
 from styrmin.models import (
     Agent,
     AgentKey,
+    Applied,
     Backup,
     BackupChange,
     BackupLocation,
@@ -44,8 +46,12 @@ from styrmin.models import (
     DriverReport,
     IssuedToken,
     PasswordReset,
+    Preview,
+    Revision,
     Role,
+    Rollback,
     Task,
+    TaskLogs,
     TaskPage,
     TaskStatus,
     TaskSummary,
@@ -272,12 +278,57 @@ class Deployments:
         """Delete the deployment (the agent uninstalls it)."""
         return self._client.send(calls.delete_deployment(name))
 
+    def preview(self, name: str, change: str, **fields: Any) -> Preview:
+        """What a change would do, without recording it: ``change`` is create, upgrade, configure,
+        rollback or apply, ``fields`` that change's request fields (``app_version="2.0.0"``,
+        ``to_revision=3``, ...). The answer's ``refusal`` says what the real request would meet."""
+        return self._client.send(change_calls.preview(name, change_calls.preview_body(change, **fields)))
+
+    def history(self, name: str) -> builtins.list[Revision]:
+        """The deployment's revisions, newest first (configurations with secrets concealed)."""
+        return self._client.send(change_calls.list_revisions(name))
+
+    def revision(self, name: str, revision: int) -> Revision:
+        """One revision of the deployment."""
+        return self._client.send(change_calls.get_revision(name, revision))
+
+    def rollback(self, name: str, to_revision: int) -> Rollback:
+        """Request the change that brings back revision ``to_revision``'s versions and configuration."""
+        return self._client.send(change_calls.rollback(name, to_revision))
+
+    def apply(
+        self,
+        name: str,
+        *,
+        driver: str,
+        driver_version: str,
+        namespace: str | None = None,
+        cluster: str | None = None,
+        app_version: str | None = None,
+        configuration: ConfigurationLike | None = None,
+        stopped_components: Sequence[str] | None = None,
+    ) -> Applied:
+        """Make deployment ``name`` what the arguments say: create it, or request the change that gets
+        it there, or nothing (``outcome`` "unchanged"). Preview it with ``preview(name, "apply", ...)``."""
+        stopped = builtins.list(stopped_components) if stopped_components is not None else None
+        body = change_calls.desired_body(
+            driver, driver_version, namespace, cluster, app_version, configuration, stopped
+        )
+        return self._client.send(change_calls.apply(name, body))
+
 
 class Tasks:
     """Tasks: list, get, and wait until one ends."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
+
+    def logs(
+        self, task_id: int, *, step: int | None = None, offset: int = 0, limit: int | None = None
+    ) -> TaskLogs:
+        """A page of the log lines of the task's actions (read from Prefect by the server) and the stored
+        output of their commands; pass ``next_offset`` as ``offset`` for the lines that follow."""
+        return self._client.send(change_calls.task_logs(task_id, step, offset, limit))
 
     def list(
         self,
@@ -322,6 +373,14 @@ class Tasks:
         Only the latest task of its type for its deployment can be retried (ConflictError otherwise).
         """
         return self._client.send(calls.retry_task(task_id))
+
+    def cancel(self, task_id: int) -> Task:
+        """Cancel pending or running task ``task_id``; the answer is the task, ended as cancelled.
+
+        A running task's action is stopped and the tasks its actions started are cancelled too; the
+        cluster is left as it is. ConflictError once the task has ended.
+        """
+        return self._client.send(calls.cancel_task(task_id))
 
     def configuration(self, task_id: int) -> Configuration:
         """The configuration the task's change applies, secret values included.

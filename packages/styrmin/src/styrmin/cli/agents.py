@@ -15,24 +15,50 @@ app = typer.Typer(help="Agents, one or more per cluster (needs the Admin role)."
 CHART = "oci://ghcr.io/styrmin/charts/styrmin"
 """Where Styrmin's chart is published; from a checkout, pass --chart deploy/chart."""
 
+AGENT_SECRET = "styrmin-agent"  # noqa: S105 - the name of a Secret, not a secret
+"""The Secret the chart's agent reads its key from by default (agent.key.existingSecret)."""
+AGENT_SECRET_KEY = "key"  # noqa: S105 - the name of a key in that Secret
+"""The key of that Secret by default (agent.key.secretKey)."""
+
+
+def secret_line(
+    key: str, *, namespace: str, secret: str = AGENT_SECRET, secret_key: str = AGENT_SECRET_KEY
+) -> str:
+    """The kubectl command that stores ``key`` in the Secret the chart's agent reads it from."""
+    return shlex.join(
+        [
+            "kubectl",
+            "create",
+            "secret",
+            "generic",
+            secret,
+            "-n",
+            namespace,
+            f"--from-literal={secret_key}={key}",
+        ]
+    )
+
 
 def install_lines(
-    key: str, *, cluster: str, server_url: str, prefect_api_url: str, namespace: str, release: str, chart: str
+    key: str,
+    *,
+    cluster: str,
+    server_url: str,
+    prefect_api_url: str | None,
+    namespace: str,
+    release: str,
+    chart: str,
+    secret: str = AGENT_SECRET,
+    secret_key: str = AGENT_SECRET_KEY,
 ) -> list[str]:
-    """The commands that install an agent with ``key`` into the current kube context's cluster.
+    """The commands that install an agent with ``key`` into the current kube context's cluster; without
+    ``prefect_api_url`` only the Secret's (an agent the chart already runs, as a full install does).
 
     The key goes into a Secret, never into Helm values (which Helm keeps in plain in its release).
     """
-    secret = [
-        "kubectl",
-        "create",
-        "secret",
-        "generic",
-        "styrmin-agent",
-        "-n",
-        namespace,
-        f"--from-literal=key={key}",
-    ]
+    stored = secret_line(key, namespace=namespace, secret=secret, secret_key=secret_key)
+    if prefect_api_url is None:
+        return [stored]
     helm = [
         "helm", "install", release, chart, "-n", namespace,
         "--set", "mode=agent",
@@ -40,7 +66,11 @@ def install_lines(
         "--set", f"agent.serverUrl={server_url}",
         "--set", f"agent.prefectApiUrl={prefect_api_url}",
     ]  # fmt: skip
-    return [shlex.join(["kubectl", "create", "namespace", namespace]), shlex.join(secret), shlex.join(helm)]
+    if secret != AGENT_SECRET:
+        helm += ["--set", f"agent.key.existingSecret={secret}"]
+    if secret_key != AGENT_SECRET_KEY:
+        helm += ["--set", f"agent.key.secretKey={secret_key}"]
+    return [shlex.join(["kubectl", "create", "namespace", namespace]), stored, shlex.join(helm)]
 
 
 @app.command()
@@ -51,13 +81,17 @@ def register(
         str, typer.Option("--cluster", "-c", help="The cluster it serves.", show_default=False)
     ],
     prefect_api_url: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--prefect-api-url",
-            help="The Prefect server's API, as the agent's cluster reaches it (http://HOST:4200/api).",
+            help=(
+                "The Prefect server's API, as the agent's cluster reaches it (http://HOST:4200/api), for "
+                "the helm line that installs the agent. Leave it out for an agent the chart already runs "
+                "(a full install): only the line that stores its key is printed."
+            ),
             show_default=False,
         ),
-    ],
+    ] = None,
     server_url: Annotated[
         str | None,
         typer.Option(
@@ -66,6 +100,13 @@ def register(
     ] = None,
     namespace: Annotated[str, typer.Option("--namespace", "-n", help="Namespace of the agent.")] = "styrmin",
     release: Annotated[str, typer.Option("--release", help="Helm release name.")] = "styrmin-agent",
+    secret: Annotated[
+        str,
+        typer.Option("--secret", help="The Secret the agent reads its key from (agent.key.existingSecret)."),
+    ] = AGENT_SECRET,
+    secret_key: Annotated[
+        str, typer.Option("--secret-key", help="The key of that Secret (agent.key.secretKey).")
+    ] = AGENT_SECRET_KEY,
     chart: Annotated[
         str, typer.Option("--chart", help="Styrmin's chart (a folder or an OCI reference).")
     ] = CHART,
@@ -83,13 +124,20 @@ def register(
         namespace=namespace,
         release=release,
         chart=chart,
+        secret=secret,
+        secret_key=secret_key,
     )
     if is_machine(output):
         emit({"agent": made.agent.model_dump(mode="json"), "key": made.key, "install": lines}, output)
         return
     console = make_console()
     console.print(f"Agent {name} of cluster {cluster} made. Its key is shown only now.", soft_wrap=True)
-    console.print("With kubectl and helm pointed at that cluster, run:", soft_wrap=True)
+    console.print(
+        "With kubectl pointed at that cluster, run:"
+        if prefect_api_url is None
+        else "With kubectl and helm pointed at that cluster, run:",
+        soft_wrap=True,
+    )
     for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 

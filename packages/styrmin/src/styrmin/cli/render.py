@@ -41,13 +41,20 @@ STATUS_STYLES: dict[str, str] = {
     "running": "yellow",
     "succeeded": "green",
     "failed": "bold red",
+    "cancelled": "magenta",
     "deploying": "yellow",
     "upgrade-failed": "bold red",
     "stopped": "blue",
     "deleting": "yellow",
     "deleted": "dim",
 }
-STATUS_ICONS: dict[str, str] = {"pending": "·", "running": "»", "succeeded": "✓", "failed": "✗"}
+STATUS_ICONS: dict[str, str] = {
+    "pending": "·",
+    "running": "»",
+    "succeeded": "✓",
+    "failed": "✗",
+    "cancelled": "⊘",
+}
 
 
 # --- small pieces ------------------------------------------------------------------------------
@@ -154,6 +161,10 @@ def task_detail(task: Task) -> Group:
         _field("Status", status(task.status.value)),
         _field("Requested by", task.requested_by),
     ]
+    if task.waiting is not None:
+        parts.append(_field("Waiting", Text(clean(task.waiting.message), style="yellow")))
+    if task.cancelled_by is not None:
+        parts.append(_field("Cancelled by", f"{clean(task.cancelled_by)}, {when(task.cancelled_at)}"))
     if task.started_by is not None:
         by = task.started_by
         parts.append(
@@ -229,7 +240,7 @@ def started_task_detail(started: StartedTask, indent: int) -> list[RenderableTyp
 
 def tasks_table(tasks: Sequence[TaskSummary]) -> Table:
     table = _table(
-        "ID", "DEPLOYMENT", "TYPE", "STATUS", "REVISION", "REQUESTED BY", "AGE", "DURATION", "ERROR"
+        "ID", "DEPLOYMENT", "TYPE", "STATUS", "REVISION", "REQUESTED BY", "AGE", "DURATION", "ERROR / WAITING"
     )
     for t in tasks:
         table.add_row(
@@ -241,7 +252,7 @@ def tasks_table(tasks: Sequence[TaskSummary]) -> Table:
             clean(t.requested_by),
             age(t.created_at),
             duration(t.duration),
-            _short(t.error),
+            _short(t.waiting.message if t.waiting is not None else t.error),
         )
     return table
 
