@@ -283,9 +283,15 @@ class ServerApi:
     async def acquire_helm_lock(
         self, task_id: int, namespace: str, release: str, lease_seconds: int
     ) -> HelmLockAnswer:
-        """Take the lock of a release's Helm operation for the task, or learn which task holds it."""
+        """Take the lock of a release's Helm operation for the task, or learn which task holds it.
+
+        Safe to send again (a lock the task holds is its own), so it waits out an outage: no Helm
+        operation starts while no server serves.
+        """
         body = {"namespace": namespace, "release": release, "lease_seconds": lease_seconds}
-        response = await self._call("POST", f"/tasks/{task_id}/helm-lock", json=body, timeout=10)
+        response, _waited = await self._call_retrying(
+            "POST", f"/tasks/{task_id}/helm-lock", json=body, timeout=10
+        )
         return HelmLockAnswer.model_validate(response.json())
 
     async def renew_helm_lock(self, task_id: int, namespace: str, release: str, lease_seconds: int) -> None:
