@@ -23,7 +23,7 @@ from styrmin_backend.agent.backup_storage import BackupStorage
 from styrmin_backend.agent.failures import StepFailed
 from styrmin_backend.agent.ports import ActionResult, ChartRequest, Ports
 from styrmin_backend.agent.prefect.health import prefect_unreachable_error
-from styrmin_backend.agent.server_api import ServerError, StyrminAway, describe_error
+from styrmin_backend.agent.server_api import ServerError, describe_error
 from styrmin_backend.cluster import ClusterError, ReplicasChanged
 from styrmin_backend.domain import steps
 from styrmin_backend.domain.deployments import later_revision_wins
@@ -110,7 +110,7 @@ class Reconciliation:
             await self._workflow()
             ended = await asyncio.gather(self._steps_ended(), self._components() if reports else _nothing())
             components = ended[1]
-        except (StepFailed, StyrminAway) as failed:  # StyrminAway: no server served within the retry time
+        except StepFailed as failed:
             error = str(failed)
         except Exception as unexpected:  # a bug: say so, keep the agent running
             log.exception("Task %s failed unexpectedly", self.claim.task_id)
