@@ -136,7 +136,9 @@ class SdkLinkedChanges:
             if change.task is None:
                 return None
             task = await client.tasks.wait(change.task.id, interval=LINKED_TASK_POLL_SECONDS)
-        return LinkedTask(task.id, task.status == styrmin.TaskStatus.FAILED, task.error)
+        return LinkedTask(
+            task.id, task.status in (styrmin.TaskStatus.FAILED, styrmin.TaskStatus.CANCELLED), task.error
+        )
 
 
 class StorageLocations:
