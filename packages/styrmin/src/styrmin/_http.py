@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Generic, TypeVar
 
@@ -68,11 +69,29 @@ class Call(Generic[T]):
     params: Mapping[str, Any] | None = None
     content: bytes | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    pages: bool = False
+    """A list the API answers page by page: the client follows each ``Link: <...>; rel="next"``."""
 
     @property
     def retryable(self) -> bool:
         """Only idempotent reads are retried: a write might have been carried out already."""
         return self.method in IDEMPOTENT_METHODS
+
+
+_NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
+
+
+def next_page(call: Call[T], response: httpx.Response) -> Call[T] | None:
+    """The call for the page after ``response`` of a paged list, None on the last page."""
+    if not call.pages:
+        return None
+    found = _NEXT_LINK.search(response.headers.get("link", ""))
+    if found is None:
+        return None
+    path = found.group(1)
+    return replace(
+        call, path=path.removeprefix(API_PREFIX) if path.startswith(API_PREFIX) else path, params=None
+    )
 
 
 def model(adapter_type: Any) -> Callable[[httpx.Response], Any]:
