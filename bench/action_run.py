@@ -2,9 +2,9 @@
 
 Starts its own local Prefect server and action runner, then measures, from the request to the
 outcome: one empty action, and three empty actions in a row (an upgrade whose pre, core and post
-hooks each run one action). Also prints what the pool saves (a run without a pre-started process),
-the start of the server and of one runner process, a ready process's memory, and the cost of
-redacting an error line and a 64 KiB output tail.
+hooks each run one action), and four at once. Also prints the start of the server and of the
+action fork server, the fork server's memory, and the cost of redacting an error line and a 64 KiB
+output tail.
 
 Run: python bench/action_run.py [--runs N]
 """
@@ -75,7 +75,7 @@ async def _empty_run(runner: ActionRunner, driver: Path) -> float:
 
 
 def _runner_process_ids() -> list[int]:
-    """The runner processes this benchmark started, found by their command line."""
+    """The fork server this benchmark started, found by its command line."""
     found = []
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
@@ -95,6 +95,13 @@ def _rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def _pss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 async def _bench(work: Path, runs: int) -> None:
     driver = work / "driver"
     driver.mkdir()
@@ -104,12 +111,12 @@ async def _bench(work: Path, runs: int) -> None:
     server.start()
     try:
         print(f"local Prefect server start: {server.start_seconds:.1f} s (fresh database)", flush=True)
-        async with ActionRunner(server.api_url, pool_size=3) as runner:
+        async with ActionRunner(server.api_url) as runner:
             started = time.monotonic()
             await runner.wait_until_ready()
-            print(f"runner pool of 3 ready: {time.monotonic() - started:.1f} s (processes start one by one)")
-            sizes = [_rss_mib(pid) for pid in _runner_process_ids()]
-            print(f"one ready runner process: {statistics.median(sizes):.0f} MiB resident")
+            print(f"action fork server ready: {time.monotonic() - started:.1f} s (once per agent)")
+            (pid,) = _runner_process_ids()
+            print(f"the fork server: {_rss_mib(pid):.0f} MiB resident, {_pss_mib(pid):.0f} MiB PSS")
 
             for _ in range(3):  # warm-up: the server's first flow runs are slower
                 await runner.wait_until_ready()
@@ -130,9 +137,12 @@ async def _bench(work: Path, runs: int) -> None:
                 three.append(time.monotonic() - started)
             _line("three empty action runs in a row (pre, core, post)", three, THREE_RUNS_TARGET_SECONDS)
 
-        async with ActionRunner(server.api_url, pool_size=0) as cold_runner:
-            cold = [await _empty_run(cold_runner, driver) for _ in range(3)]
-            _line("one empty action run without a pre-started process (for scale)", cold)
+            together = []
+            for _ in range(max(3, runs // 4)):
+                started = time.monotonic()
+                await asyncio.gather(*(_empty_run(runner, driver) for _ in range(4)))
+                together.append(time.monotonic() - started)
+            _line("four empty action runs at once (for scale: no process to wait for)", together)
     finally:
         server.stop()
 

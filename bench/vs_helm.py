@@ -143,11 +143,12 @@ def empty_action_upgrade(stack: StyrminStack, tmp: Path, version: str) -> float:
 class HelmShop:
     """The example chart with a post-upgrade hook Job running the migration, under Helm."""
 
-    def __init__(self, kubeconfig: Path, tmp: Path) -> None:
-        self.chart = tmp / "helm-chart"
+    def __init__(self, kubeconfig: Path, tmp: Path, namespace: str = HELM_NAMESPACE) -> None:
+        self.namespace = namespace
+        self.chart = tmp / f"helm-chart-{namespace}"
         shutil.copytree(EXAMPLE / "chart", self.chart)
         (self.chart / "templates" / "migrate-hook.yaml").write_text(MIGRATE_HOOK)
-        self.config = helm.Config(kubeconfig_path=str(kubeconfig), namespace=HELM_NAMESPACE)
+        self.config = helm.Config(kubeconfig_path=str(kubeconfig), namespace=namespace)
 
     @staticmethod
     def values(version: str, workers: int, migrate: bool) -> dict[str, Any]:
@@ -162,7 +163,7 @@ class HelmShop:
             str(self.chart),
             "shop",
             self.values(version, 1, True),
-            namespace=HELM_NAMESPACE,
+            namespace=self.namespace,
             create_namespace=True,
             wait="watcher",
             timeout=120,
@@ -176,7 +177,7 @@ class HelmShop:
                 str(self.chart),
                 "shop",
                 self.values(version, workers, migrate),
-                namespace=HELM_NAMESPACE,
+                namespace=self.namespace,
                 wait="watcher",
                 timeout=120,
             )
@@ -187,27 +188,48 @@ class HelmShop:
 
 
 def wait_for_a_full_pool(timeout: float = 300) -> float:
-    """Wait until the agent's pool of pre-started action processes is full again; returns the wait.
-
-    Operators do not upgrade several times a second: each round times an upgrade on a warm agent, as
-    an operator's upgrade finds it, not the pool's refill (seconds of CPU per process, many more on a
-    busy machine). The agent runs in this process: its metrics say how many processes are ready.
-    """
+    """Wait until the agent's action fork server is ready (only after it started or died); returns the wait."""
     from styrmin_backend.metrics import AGENT_REGISTRY
 
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
-        ready = AGENT_REGISTRY.get_sample_value("styrmin_agent_runner_processes_ready") or 0
-        size = AGENT_REGISTRY.get_sample_value("styrmin_agent_runner_pool_size") or 1
-        if ready >= size:
+        if (AGENT_REGISTRY.get_sample_value("styrmin_agent_runner_processes_ready") or 0) >= 1:
             break
         time.sleep(0.1)
-    time.sleep(0.5)  # the last process started settles
     return time.perf_counter() - started
 
 
 def pool_note(waited: float) -> str:
-    return f" (waited {waited:.1f} s for the action processes' pool to refill)" if waited > 1 else ""
+    return f" (waited {waited:.1f} s for the action fork server)" if waited > 1 else ""
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def stack_cpu_seconds() -> float:
+    """CPU seconds (user + system, from /proc) of this process and every process below it, with
+    the ended children they waited for: the whole stack's, as `styrmin up` runs it."""
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += sum(int(value) for value in stats.get(pid, ["0"] * 15)[11:15])
+        todo.extend(children.get(pid, []))
+    return total / _TICKS
+
+
+RHYTHM_TARGET = 1.5
+"""Each rhythm's Styrmin upgrade within this many times Helm's (issue 23)."""
 
 
 def verdict(value: float, target: float) -> str:
@@ -284,6 +306,7 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
             concurrent.append(seconds)
             wait_for_a_full_pool()
             empties.append(empty_action_upgrade(stack, tmp, f"100.{index + 1}.0"))
+        rhythms = measure_rhythms(stack, helm_shop, tmp, args)
         median_styrmin = statistics.median(styrmin_times)
         median_helm = statistics.median(helm_times)
         ratio = median_styrmin / median_helm
@@ -305,6 +328,75 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         print(
             f"one empty action, request to task end: median {median_empty:.3f} s   (target <= 0.5 s: {verdict(median_empty, 0.5)})"
         )
+        print_rhythms(rhythms)
+
+
+# --- rhythms (issue 23) --------------------------------------------------------------------------
+
+
+def measure_rhythms(
+    stack: StyrminStack, helm_shop: HelmShop, tmp: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Styrmin beside Helm in the rhythms an operator scripting upgrades has: after a rest, one right
+    after another, and two deployments at once against two Helm releases at once; with the stack's CPU
+    per Styrmin upgrade."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rounds = max(3, args.rounds // 2)
+    helm_other = HelmShop(stack.cluster.kubeconfig_path, tmp, namespace=HELM_NAMESPACE + "-2")
+    helm_other.install("1.0.0")
+    figures: dict[str, Any] = {"rest": ([], []), "back to back": ([], []), "two at once": ([], []), "cpu": []}
+    version_index = iter(range(500, 10_000))
+
+    def next_version() -> str:
+        return f"2.{next(version_index)}.0"
+
+    for _ in range(rounds):
+        time.sleep(6)
+        version = next_version()
+        before = stack_cpu_seconds()
+        seconds, _ = styrmin_upgrade(stack, "shop", version)
+        figures["cpu"].append(stack_cpu_seconds() - before)
+        time.sleep(6)
+        figures["rest"][0].append(seconds)
+        figures["rest"][1].append(helm_shop.upgrade(version))
+    styrmin_versions = [next_version() for _ in range(rounds)]
+    figures["back to back"][0].extend(styrmin_upgrade(stack, "shop", v)[0] for v in styrmin_versions)
+    figures["back to back"][1].extend(helm_shop.upgrade(v) for v in styrmin_versions)
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(rounds):
+            version = next_version()
+            started = time.perf_counter()
+            list(pool.map(lambda name, v=version: styrmin_upgrade(stack, name, v), ["shop", "other"]))
+            figures["two at once"][0].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            list(pool.map(lambda release, v=version: release.upgrade(v), [helm_shop, helm_other]))
+            figures["two at once"][1].append(time.perf_counter() - started)
+    return figures
+
+
+def print_rhythms(figures: dict[str, Any]) -> None:
+    one, five, _ = os.getloadavg()
+    print(
+        f"\nrhythms (issue 23; load average {one:.2f}, {five:.2f} over 1 and 5 min; target <= {RHYTHM_TARGET}x helm):"
+    )
+    for name in ("rest", "back to back", "two at once"):
+        ours, theirs = figures[name]
+        ratio = statistics.median(ours) / statistics.median(theirs)
+        label = {
+            "rest": "after a rest of 6 s",
+            "back to back": "one right after another",
+            "two at once": "two deployments at once vs two releases",
+        }[name]
+        print(
+            f"  {label}: styrmin median {statistics.median(ours):.2f} s (min {min(ours):.2f}, max {max(ours):.2f}), "
+            f"helm {statistics.median(theirs):.2f} s (min {min(theirs):.2f}, max {max(theirs):.2f}): "
+            f"{ratio:.2f}x   ({verdict(ratio, RHYTHM_TARGET)})"
+        )
+    cpu = figures["cpu"]
+    print(
+        f"  CPU of the whole stack per example upgrade: median {statistics.median(cpu):.2f} s (max {max(cpu):.2f})"
+    )
 
 
 # --- --profile -----------------------------------------------------------------------------------
@@ -342,15 +434,17 @@ def agent_marks(mark: Callable[..., None]) -> Iterator[None]:
     """Mark, in this process (where the agent runs), the hand-over of a job to a runner process and
     the agent's own work that sends no HTTP request through httpx: Helm (Go), the chart's rendering,
     the claims it gets."""
-    from styrmin_backend.agent import reconciliation, server_api
-    from styrmin_backend.agent.prefect import _pool, runner
+    from styrmin_backend.agent import adapters, server_api
+    from styrmin_backend.agent.prefect import _pool, health, runner
     from styrmin_backend.cluster import helm as agent_helm
+    from styrmin_backend.cluster import kube
+    from styrmin_backend.drivers import render
 
-    original_send = _pool.RunnerProcess.send_job
+    original_send = _pool.ActionProcess.send_job
     original_claim = server_api.ServerApi.claim
 
     def send_job(self: Any, job: dict[str, Any]) -> None:
-        mark("agent: job sent to the pre-started process")
+        mark("agent: job sent to the forked process")
         original_send(self, job)
 
     async def claim(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -359,24 +453,24 @@ def agent_marks(mark: Callable[..., None]) -> Iterator[None]:
             mark(f"agent: claimed task {claimed.task_id} ({claimed.change_type})")
         return claimed
 
-    _pool.RunnerProcess.send_job = send_job  # type: ignore[method-assign]
+    _pool.ActionProcess.send_job = send_job  # type: ignore[method-assign]
     server_api.ServerApi.claim = claim  # type: ignore[method-assign]
     undo = [
         _timed(runner.ActionRunner, "run_action", "run_action", mark),
-        _timed(reconciliation, "prepare_install_chart", "render the chart", mark),
-        _timed(reconciliation, "_keep_stopped_components_at_zero", "stopped components at 0", mark),
+        _timed(adapters, "prepare_install_chart", "render the chart", mark),
+        _timed(render, "set_component_replicas", "stopped components at 0", mark),
         _timed(agent_helm.HelmReleases, "apply", "helm: apply (lock, thread, ...)", mark),
         _timed(helm.Config, "__init__", "helm: new Config", mark),
         _timed(helm.Config, "status", "helm: status", mark),
         _timed(helm.Config, "close", "helm: close Config", mark),
         _timed(helm.Config, "upgrade", "helm: upgrade --wait", mark),
-        _timed(reconciliation.ClusterAccess, "wait_scaled", "wait for the replicas", mark),
-        _timed(reconciliation.PrefectWatch, "check", "Prefect health check", mark),
+        _timed(kube.ClusterAccess, "wait_scaled", "wait for the replicas", mark),
+        _timed(health.PrefectWatch, "check", "Prefect health check", mark),
     ]
     try:
         yield
     finally:
-        _pool.RunnerProcess.send_job = original_send  # type: ignore[method-assign]
+        _pool.ActionProcess.send_job = original_send  # type: ignore[method-assign]
         server_api.ServerApi.claim = original_claim  # type: ignore[method-assign]
         for step in undo:
             step()

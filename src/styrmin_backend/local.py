@@ -59,7 +59,7 @@ class LocalStyrmin:
         return self.serving.alive
 
     def wait_until_warm(self, timeout: float) -> bool:
-        """Wait until the agent's action processes are all started, so that actions start at once."""
+        """Wait until the agent's action fork server is ready, so that actions start at once."""
         return self.serving.agent.warm.wait(timeout)
 
 

@@ -246,3 +246,23 @@ class ComponentStatus(BaseModel):
     replicas: StrictInt = Field(ge=0)
     ready_replicas: StrictInt = Field(ge=0)
     images: list[Annotated[str, StringConstraints(max_length=512)]] = Field(max_length=64)
+
+
+# --- the Helm operation lock -------------------------------------------------------------------
+
+
+class HelmLockRequest(BaseModel):
+    """Take, renew or let go of the lock of one release's Helm operation, for a task the agent runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: Annotated[str, StringConstraints(min_length=1, max_length=63)]
+    release: Annotated[str, StringConstraints(min_length=1, max_length=53)]
+    lease_seconds: StrictInt = Field(default=60, ge=5, le=3600)
+
+
+class HelmLockAnswer(BaseModel):
+    """Whether the task holds the lock now, and which task does (itself when it got it)."""
+
+    acquired: bool
+    holder_task_id: int

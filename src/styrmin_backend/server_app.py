@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 
 from styrmin_backend.api import install_api
 from styrmin_backend.metrics import RequestMetrics, server_registry
+from styrmin_backend.prefect_logs import PrefectLogReader
 from styrmin_backend.secret_keys import use_settings_keys
 from styrmin_backend.services import backup_schedules
 from styrmin_backend.settings import Settings
@@ -50,6 +51,8 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.stopping = threading.Event()
     # The agents' waiting claims of this process, woken by PostgreSQL's NOTIFY of a new task.
     app.state.claim_wakeups = ClaimWakeups(engine)
+    # Read at each log request: `styrmin up` sets the Prefect URL once its Prefect has started.
+    app.state.flow_run_logs = lambda: PrefectLogReader(app.state.settings.effective_prefect_api_url)
     install_api(app)
     install_web(app)
     app.add_middleware(RequestMetrics)

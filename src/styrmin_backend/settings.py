@@ -79,6 +79,11 @@ class Settings(BaseSettings):
         default="http://127.0.0.1:4200",
         description="Prefect UI that the task view links each action's flow run to.",
     )
+    prefect_api_url: str = Field(
+        default="",
+        description="Prefect API the server reads actions' log lines from (`styrminctl tasks logs`); "
+        "default: the Prefect UI's URL followed by /api.",
+    )
     secure_cookies: bool = Field(
         default=False, description="Mark cookies Secure (set when the server is reached over HTTPS)."
     )
@@ -89,6 +94,11 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.data_dir / 'styrmin.db'}"
+
+    @property
+    def effective_prefect_api_url(self) -> str:
+        """The Prefect API in force: the setting, or the UI's URL followed by /api."""
+        return self.prefect_api_url or self.prefect_ui_url.rstrip("/") + "/api"
 
     @property
     def effective_public_url(self) -> str:

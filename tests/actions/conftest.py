@@ -17,6 +17,18 @@ from styrmin_backend.testing import StyrminStack
 from tests.support.drivers import EXAMPLE_DRIVER, driver_folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _real_backend() -> Iterator[None]:
+    """Tests that call the primitives directly play an action's process: the real backend, wired as
+    that process's entry point wires it (the in-memory tests set theirs over it)."""
+    from styrmin_backend.actions._backend import set_default_backend
+    from styrmin_backend.actions._real import wire_real_backend
+
+    wire_real_backend()
+    yield
+    set_default_backend(None)
+
+
 @pytest.fixture(scope="session")
 def styrmin_stack(whole_stack: StyrminStack) -> StyrminStack:
     """The harness's fixture name (docs/testing-drivers.md), on the worker's one stack."""

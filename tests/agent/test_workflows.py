@@ -1,4 +1,6 @@
-"""Each change as a workflow: hooks as Prefect flow runs, the chart through Helm, on the local cluster."""
+"""Each change as a workflow on the whole stack: hooks as Prefect flow runs, the chart through Helm, on the
+local cluster. These are the acceptance tests; every change kind's steps, errors, notes and results are
+checked in milliseconds on the executor's fakes in test_executor.py."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apps_v1 import Deployment
 
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
-from styrmin_backend.domain.steps import INSTALL_STEP, START_STEP, STOP_STEP, UNINSTALL_STEP
+from styrmin_backend.domain.steps import INSTALL_STEP, START_STEP, STOP_STEP
 
 from .conftest import Stack, action
 
@@ -76,25 +78,6 @@ def test_a_mode_without_actions_records_no_step_but_the_upgrade_hook_always_runs
     assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["running_app_version"] == "2.0.0"
 
 
-def test_a_failing_action_fails_its_step_and_later_modes_do_not_run(
-    stack: Stack, deployment_name: str
-) -> None:
-    stack.push("3.1.0")
-    assert create(stack, deployment_name, "3.1.0")["status"] == "succeeded"
-    stack.push(
-        "3.2.0",
-        [action("check", "upgrade", "pre", "fails"), action("after", "upgrade", "post", "announce")],
-    )
-    response = stack.http.post(
-        f"/api/v1/deployments/{deployment_name}/upgrade", json={"driver_version": "3.2.0"}
-    )
-    task = stack.wait(response.json()["task"]["id"])
-    assert task["status"] == "failed"
-    assert step_names(task) == ["Run the upgrade pre-hook"]
-    assert "Migration 0042 failed: table users is locked" in task["steps"][0]["error"]
-    assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["status"] == "upgrade-failed"
-
-
 def test_a_crashing_action_shows_its_first_error_log_line_redacted(
     stack: Stack, deployment_name: str
 ) -> None:
@@ -132,54 +115,6 @@ def test_stop_and_start_scale_the_component_workloads(stack: Stack, deployment_n
     worker = stack.kube.get(Deployment, workload, namespace=deployment_name)
     assert worker.status is not None and worker.status.readyReplicas == 2
     assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["status"] == "running"
-
-
-def test_a_change_that_finds_a_later_revision_leaves_the_cluster_unchanged(
-    stack: Stack, deployment_name: str
-) -> None:
-    stack.push("6.1.0")
-    assert create(stack, deployment_name, "6.1.0")["status"] == "succeeded"
-    record = stack.kube.get(StyrminDeployment, deployment_name, namespace=deployment_name)
-    record["spec"]["revision"] = 99
-    stack.kube.replace(record)
-    response = stack.http.put(
-        f"/api/v1/deployments/{deployment_name}/configuration", json={"values": {"replicas": 3}}
-    )
-    task = stack.wait(response.json()["task"]["id"])
-    assert task["status"] == "succeeded", task
-    assert "already holds revision 99" in task["steps"][0]["notes"][0]
-    after = stack.kube.get(StyrminDeployment, deployment_name, namespace=deployment_name)
-    assert after["spec"]["revision"] == 99
-
-
-def test_delete_uninstalls_and_removes_the_styrmin_deployment(stack: Stack, deployment_name: str) -> None:
-    stack.push("7.1.0")
-    assert create(stack, deployment_name, "7.1.0")["status"] == "succeeded"
-    response = stack.http.delete(f"/api/v1/deployments/{deployment_name}")
-    task = stack.wait(response.json()["task"]["id"])
-    assert (task["status"], step_names(task)) == ("succeeded", [UNINSTALL_STEP])
-    assert list(stack.kube.list(StyrminDeployment, namespace=deployment_name)) == []
-    assert list(stack.kube.list(Deployment, namespace=deployment_name)) == []
-    assert stack.http.get(f"/api/v1/deployments/{deployment_name}").status_code == 404
-
-
-def test_an_upgrade_with_a_core_action_runs_it_instead_of_styrmins_upgrade(
-    stack: Stack, deployment_name: str
-) -> None:
-    stack.push("9.1.0")
-    assert create(stack, deployment_name, "9.1.0")["status"] == "succeeded"
-    stack.push("9.2.0", [action("upgrade", "upgrade", "core", "announce")])
-    response = stack.http.post(
-        f"/api/v1/deployments/{deployment_name}/upgrade", json={"driver_version": "9.2.0"}
-    )
-    task = stack.wait(response.json()["task"]["id"])
-    assert task["status"] == "succeeded", task
-    assert step_names(task) == ["Run the upgrade hook"]
-    assert task["steps"][0]["flow_run_id"]
-    # The core action replaced Styrmin's own upgrade, and this one did not call upgrade_deployment_version.
-    assert (
-        stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["running_driver_version"] == "9.1.0"
-    )
 
 
 def test_an_action_past_its_timeout_is_ended_and_fails_its_step(stack: Stack, deployment_name: str) -> None:

@@ -81,7 +81,10 @@ def test_a_failed_upgrade_is_shown_then_requested_again_and_retried(stack: Stack
     # Now it runs what was asked and its last change succeeded: nothing to do.
     assert _upgrade(stack, admin, "6.0.0").json()["task"] is None
     succeeded = stack.client.post(f"/api/v1/tasks/{third['id']}/retry", headers=admin)
-    assert succeeded.status_code == 409 and "only a failed task can be retried" in succeeded.json()["message"]
+    assert (
+        succeeded.status_code == 409
+        and "only a failed or cancelled task can be retried" in succeeded.json()["message"]
+    )
 
 
 def test_a_failed_create_is_retried_and_then_runs(stack: Stack) -> None:

@@ -48,6 +48,11 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/deployments/{name}/stop"): Role.READ_WRITE,
     ("POST", "/api/v1/deployments/{name}/start"): Role.READ_WRITE,
     ("DELETE", "/api/v1/deployments/{name}"): Role.READ_WRITE,
+    ("POST", "/api/v1/deployments/{name}/preview"): ANY,
+    ("GET", "/api/v1/deployments/{name}/revisions"): ANY,
+    ("GET", "/api/v1/deployments/{name}/revisions/{revision}"): ANY,
+    ("POST", "/api/v1/deployments/{name}/rollback"): Role.READ_WRITE,
+    ("POST", "/api/v1/deployments/{name}/apply"): Role.READ_WRITE,
     ("GET", "/api/v1/deployments/{name}/backups"): ANY,
     ("GET", "/api/v1/backups"): ANY,
     ("POST", "/api/v1/deployments/{name}/backups"): Role.READ_WRITE,
@@ -77,7 +82,14 @@ NEEDS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/tasks"): ANY,
     ("GET", "/api/v1/tasks/{task_id}"): ANY,
     ("POST", "/api/v1/tasks/{task_id}/retry"): Role.READ_WRITE,
+    ("POST", "/api/v1/tasks/{task_id}/cancel"): Role.READ_WRITE,
+    ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock/renew"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock/release"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/cancelled-in-prefect"): AGENT,
+    ("POST", "/api/v1/agent/tasks/{task_id}/stopped"): AGENT,
     ("GET", "/api/v1/tasks/{task_id}/configuration"): OWN_ACTIONS,
+    ("GET", "/api/v1/tasks/{task_id}/logs"): ANY,
 }
 # What the actions token of the task that created deployment "shop" (driver "shop") may call, on that
 # deployment, its tasks and its driver; everything else answers 403.
@@ -130,6 +142,7 @@ def request_for(
         backup_id=1,
         cluster="local",
         location_id=1,
+        revision=1,
     )
     bodies: dict[tuple[str, str], dict[str, Any]] = {
         ("POST", "/api/v1/auth/login"): {"username": "admin", "password": ADMIN_PASSWORD},
@@ -145,6 +158,14 @@ def request_for(
             "driver_version": "1.0.0",
         },
         ("POST", "/api/v1/deployments/{name}/upgrade"): {"app_version": "2.0"},
+        ("POST", "/api/v1/deployments/{name}/preview"): {"type": "upgrade", "app_version": "2.0"},
+        ("POST", "/api/v1/deployments/{name}/rollback"): {"to_revision": 1},
+        ("POST", "/api/v1/deployments/{name}/apply"): {
+            "namespace": "shop",
+            "driver": "shop",
+            "driver_version": "1.0.0",
+            "app_version": "3.0",
+        },
         ("PUT", "/api/v1/deployments/{name}/configuration"): {"values": {"replicas": 2}},
         ("POST", "/api/v1/deployments/{name}/stop"): {"components": ["task-worker"]},
         ("POST", "/api/v1/deployments/{name}/start"): {"components": ["task-worker"]},
@@ -162,6 +183,10 @@ def request_for(
         ("PUT", "/api/v1/agent/steps/{step_id}/flow-run"): {"flow_run_id": "x"},
         ("PUT", "/api/v1/agent/deployments/{name}/components"): {"components": []},
         ("POST", "/api/v1/agent/steps/{step_id}/end"): {},
+        ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock"): {"namespace": "shop", "release": "shop"},
+        ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock/renew"): {"namespace": "shop", "release": "shop"},
+        ("POST", "/api/v1/agent/tasks/{task_id}/helm-lock/release"): {"namespace": "shop", "release": "shop"},
+        ("POST", "/api/v1/agent/tasks/{task_id}/cancelled-in-prefect"): {"flow_run_id": "x"},
     }
     return method, url, bodies.get((method, path))
 

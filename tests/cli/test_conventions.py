@@ -149,17 +149,21 @@ def test_completion_offers_deployment_names_and_task_ids(ctl: Ctl, monkeypatch: 
 
 
 def test_the_shell_completion_script_completes_deployment_names(ctl: Ctl) -> None:
+    """As the shell runs it: a process of its own (in-process completion would leave state behind)."""
+    from tests.cli.test_process import styrminctl
+
     name = ctl.deployment()
-    result = ctl(
-        "deployments",
-        "get",
+    result = styrminctl(
         env={
             "_STYRMINCTL_COMPLETE": "complete_bash",
             "COMP_WORDS": f"styrminctl deployments get {name[:8]}",
             "COMP_CWORD": "3",
-        },
+            "STYRMIN_URL": ctl.server.url,
+            "STYRMIN_TOKEN": ctl.token,
+            "STYRMINCTL_CONFIG": str(ctl.config),
+        }
     )
-    assert name in result.stdout.split()
+    assert name in result.stdout.split(), result.stderr
 
 
 def test_destructive_commands_refuse_without_yes_when_no_one_can_answer(ctl: Ctl) -> None:

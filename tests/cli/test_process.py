@@ -115,5 +115,11 @@ def test_shell_completion(tmp_path: Path) -> None:
     assert complete("styrminctl dep") == ["deployments"]
     assert complete("styrminctl config use-context ") == ["prod", "staging"]
     assert complete("styrminctl config use-context st") == ["staging"]
-    assert complete("styrminctl tasks list --status ") == ["pending", "running", "succeeded", "failed"]
+    assert complete("styrminctl tasks list --status ") == [
+        "pending",
+        "running",
+        "succeeded",
+        "failed",
+        "cancelled",
+    ]
     assert complete("styrminctl users set-role bob ") == ["admin", "read-write", "read-only"]

@@ -15,7 +15,8 @@ from .conftest import Ctl
 
 TASK_FIELDS = {
     "id", "type", "status", "deployment", "revision", "requested_by", "created_at", "started_at",
-    "ended_at", "error", "parent_task_id", "result", "started_by", "steps",
+    "ended_at", "error", "parent_task_id", "result", "started_by", "steps", "cancelled_by", "cancelled_at",
+    "stopped_at", "waiting",
 }  # fmt: skip
 STEP_FIELDS = {
     "id", "position", "name", "status", "started_at", "ended_at", "error", "output_tail",
@@ -166,11 +167,12 @@ def test_tasks_list_filters_and_pages(ctl: Ctl) -> None:
 def test_tasks_wait_shows_steps_live_and_exits_0_when_the_task_succeeds(ctl: Ctl) -> None:
     name = ctl.deployment()
     created = json.loads(ctl("tasks", "list", "-d", name, "-o", "json").stdout)["items"][0]
-    worker = in_background(run_task, ctl.server, created["id"], pause=0.3)
+    worker = in_background(run_task, ctl.server, created["id"], pause=1.5)
     result = ctl("tasks", "wait", str(created["id"]), "--timeout", "60")
     worker.join()
     assert result.exit_code == 0, result.output
-    # The first state seen depends on how fast the CLI starts (pending, or already running).
+    # The first state seen depends on how fast the CLI starts (pending, or already running); each
+    # step runs 1.5 s so that a CLI slow to start on a busy machine still sees it running.
     assert_in_order(
         result.stderr,
         f"Task {created['id']} (create of {name}): ",
@@ -242,7 +244,7 @@ def test_retry_a_failed_task_and_follow_the_new_one(ctl: Ctl) -> None:
     assert again.exit_code == 1
     assert f"Task {created} is not the latest create task" in again.stderr
     succeeded = ctl("tasks", "retry", str(_latest_task(ctl, name)))
-    assert succeeded.exit_code == 1 and "only a failed task can be retried" in succeeded.stderr
+    assert succeeded.exit_code == 1 and "only a failed or cancelled task can be retried" in succeeded.stderr
 
 
 def _latest_task(ctl: Ctl, name: str) -> int:
@@ -274,3 +276,51 @@ def test_missing_task_exits_1_with_the_servers_message(ctl: Ctl) -> None:
     result = ctl("tasks", "get", "424242")
     assert result.exit_code == 1
     assert "error: There is no task 424242." in result.stderr
+
+
+def test_cancel_a_pending_task_and_a_running_one_waiting_until_its_work_stopped(ctl: Ctl) -> None:
+    from sqlalchemy import update
+
+    from styrmin_backend.clock import utcnow
+    from styrmin_backend.store.models import TaskRow
+
+    name = ctl.deployment()
+    pending = _latest_task(ctl, name)
+    shown = ctl("tasks", "get", str(pending))
+    assert "Waiting:" in shown.stdout and "No agent of cluster" in shown.stdout
+    cancelled = ctl("tasks", "cancel", str(pending))
+    assert cancelled.exit_code == 0, cancelled.output
+    assert f"Cancelled task {pending} (create of {name})." in cancelled.stdout
+    listed = ctl("tasks", "list", "-d", name)
+    assert "cancelled" in listed.stdout
+    again = ctl("tasks", "cancel", str(pending))
+    assert again.exit_code == 1 and f"Task {pending} already ended as cancelled" in again.stderr
+    assert ctl("tasks", "get", str(pending)).exit_code == 0  # read: 0, as for a failed task
+    assert ctl("tasks", "wait", str(pending)).exit_code == 1  # like a failed task
+
+    retried = json.loads(ctl("tasks", "retry", str(pending), "-o", "json").stdout)["task"]["id"]
+    server = ctl.server
+    with server.session() as session:
+        workflow.start_task(session, retried)
+        workflow.add_step(session, retried, "Install")
+
+    def agent_stops_it() -> None:  # as an agent does once its running action ended
+        import time
+
+        time.sleep(1.0)
+        with server.session() as session:
+            session.execute(update(TaskRow).where(TaskRow.id == retried).values(stopped_at=utcnow()))
+
+    stopping = in_background(agent_stops_it)
+    waited = ctl("tasks", "cancel", str(retried), "--wait", "--timeout", "60")
+    stopping.join()
+    assert waited.exit_code == 0, waited.output
+    assert_in_order(
+        waited.stdout,
+        f"Cancelled task {retried}",
+        "Styrmin left the cluster as it was",
+        "Status:        cancelled",
+        "Cancelled by:  admin",
+        "Install",
+        "cancelled",
+    )

@@ -136,15 +136,28 @@ def test_the_same_upgrade_after_a_failure_starts_again() -> None:
     assert decide_upgrade(V6, later) is UpgradeDecision.START
 
 
+def test_a_cancelled_change_shows_like_a_failed_one_until_a_later_one_succeeds() -> None:
+    cancelled = facts((1, TaskType.CREATE, OK), (2, TaskType.UPGRADE, TaskStatus.CANCELLED), wanted=V6)
+    status = deployment_status(cancelled)
+    assert status.state is DeploymentStatus.UPGRADE_FAILED and "was cancelled (task #2)" in status.reason
+    assert decide_upgrade(V6, cancelled) is UpgradeDecision.START
+    configure = facts((1, TaskType.CREATE, OK), (2, TaskType.CONFIGURE, TaskStatus.CANCELLED))
+    assert deployment_status(configure).state is DeploymentStatus.FAILED
+
+
 def test_the_same_upgrade_while_a_change_runs_waits() -> None:
     busy = facts((1, TaskType.CREATE, OK), (2, TaskType.UPGRADE, RUNNING), wanted=V6)
     assert decide_upgrade(V6, busy) is UpgradeDecision.WAIT
 
 
-def test_only_the_latest_failed_task_of_its_type_can_be_retried() -> None:
+def test_only_the_latest_failed_or_cancelled_task_of_its_type_can_be_retried() -> None:
     failed = LatestChange(5, TaskType.UPGRADE, FAILED)
     assert retry_refusal(failed, failed) is None
-    assert "only a failed task" in (retry_refusal(LatestChange(5, TaskType.UPGRADE, OK), None) or "")
+    cancelled = LatestChange(5, TaskType.UPGRADE, TaskStatus.CANCELLED)
+    assert retry_refusal(cancelled, cancelled) is None
+    assert "only a failed or cancelled task" in (
+        retry_refusal(LatestChange(5, TaskType.UPGRADE, OK), None) or ""
+    )
     newer = LatestChange(7, TaskType.UPGRADE, RUNNING)
     refusal = retry_refusal(failed, newer) or ""
     assert "not the latest upgrade task" in refusal and "task 7" in refusal

@@ -18,6 +18,7 @@ from styrmin_backend.drivers import (
     prepare_install_chart,
     render_deployment,
 )
+from styrmin_backend.drivers.render import REPLICAS_ANNOTATION
 from styrmin_drivers.spec import DriverSpec
 from tests.drivers.conftest import CHART_TEMPLATE, EXAMPLE_DRIVER, SPEC, MakeDriver
 
@@ -301,3 +302,30 @@ def test_secret_env_vars_reach_the_container_from_the_releases_secret_only(
         rendered = chart.render(install.values, name="shop", namespace="default")
     documents = [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
     assert documents == manifests
+
+
+def test_stopped_components_render_at_zero_replicas_and_every_component_keeps_its_configured_ones(
+    tmp_path: Path,
+) -> None:
+    spec = load_driver_spec((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
+    configuration = DeploymentConfiguration(values={"taskWorker": {"replicas": 2}})
+    install = prepare_install_chart(
+        EXAMPLE_DRIVER,
+        spec,
+        "shop",
+        "default",
+        "1.0.0",
+        configuration,
+        tmp_path / "install",
+        stopped_components=["task-worker"],
+    )
+    rendered = [yaml.safe_load(p.read_text()) for p in sorted((install.path / "rendered").glob("*.yaml"))]
+    worker = _workload(rendered, "Deployment", "shop-task-worker")
+    server = _workload(rendered, "Deployment", "shop-server")
+    assert worker["spec"]["replicas"] == 0
+    assert worker["metadata"]["annotations"][REPLICAS_ANNOTATION] == "2"
+    assert server["metadata"]["annotations"][REPLICAS_ANNOTATION] == str(server["spec"].get("replicas", 1))
+    shown = render_deployment(
+        EXAMPLE_DRIVER, spec, "shop", "default", "1.0.0", configuration, stopped_components=["task-worker"]
+    )
+    assert _workload(shown, "Deployment", "shop-task-worker") == worker

@@ -1,4 +1,5 @@
-"""Retries: reads are retried on connection errors and 502/503/504; writes never are.
+"""Retries: reads and idempotent writes are retried on connection errors and 502/503/504 for a while;
+other writes never are.
 
 The server here is a real HTTP server on loopback that answers from a script, so that a test can see
 how many requests arrived.
@@ -7,6 +8,7 @@ how many requests arrived.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from typing import ClassVar
 import pytest
 
 from styrmin import Client, ServerError, StyrminConnectionError, StyrminError
+from styrmin._http import retry_delay
 
 
 class _Scripted(BaseHTTPRequestHandler):
@@ -52,6 +55,7 @@ class _Scripted(BaseHTTPRequestHandler):
     do_GET = _answer
     do_POST = _answer
     do_DELETE = _answer
+    do_PUT = _answer
 
     def log_message(self, format: str, *args: object) -> None:
         return
@@ -82,19 +86,71 @@ def test_a_read_gives_up_after_its_retries(scripted: tuple[str, type[_Scripted]]
     handler.script = [503] * 5
     with Client(url, "t", retries=2) as client, pytest.raises(ServerError) as caught:
         client.whoami()
-    assert caught.value.status == 503 and caught.value.message == "Styrmin is starting; try again."
+    assert caught.value.status == 503 and caught.value.message.startswith("Styrmin is starting; try again.")
     assert len(handler.seen) == 3
 
 
-def test_a_write_is_never_retried(scripted: tuple[str, type[_Scripted]]) -> None:
+def test_a_write_that_is_not_idempotent_is_never_retried(scripted: tuple[str, type[_Scripted]]) -> None:
     url, handler = scripted
     handler.script = [503, 503]
     with Client(url, "t", retries=3) as client:
         with pytest.raises(ServerError):
             client.deployments.delete("shop")
         with pytest.raises(ServerError):
-            client.deployments.stop("shop", ["server"])
-    assert handler.seen == ["DELETE /api/v1/deployments/shop", "POST /api/v1/deployments/shop/stop"]
+            client.deployments.configure("shop", {"values": {}})
+    assert handler.seen == ["DELETE /api/v1/deployments/shop", "PUT /api/v1/deployments/shop/configuration"]
+
+
+def test_stopping_starting_and_upgrading_are_retried_on_503(scripted: tuple[str, type[_Scripted]]) -> None:
+    url, handler = scripted
+    with Client(url, "t", retry_seconds=30) as client:
+        for request in (
+            lambda: client.deployments.stop("shop", ["server"]),
+            lambda: client.deployments.start("shop", ["server"]),
+            lambda: client.deployments.upgrade("shop", app_version="2.0"),
+        ):
+            handler.script = [503]
+            # The scripted server's 200 is a user, not a change: what matters is that the call went again.
+            with pytest.raises(StyrminError, match="is not what Styrmin answers"):
+                request()
+    assert handler.seen == [
+        "POST /api/v1/deployments/shop/stop",
+        "POST /api/v1/deployments/shop/stop",
+        "POST /api/v1/deployments/shop/start",
+        "POST /api/v1/deployments/shop/start",
+        "POST /api/v1/deployments/shop/upgrade",
+        "POST /api/v1/deployments/shop/upgrade",
+    ]
+
+
+def test_a_read_waits_for_the_retry_time_and_logs_once_why(
+    scripted: tuple[str, type[_Scripted]], caplog: pytest.LogCaptureFixture
+) -> None:
+    url, handler = scripted
+    handler.script = [503] * 6
+    with caplog.at_level(logging.WARNING, logger="styrmin"), Client(url, "t", retry_seconds=60) as client:
+        assert client.whoami().username == "admin"
+    assert len(handler.seen) == 7
+    waits = [r.getMessage() for r in caplog.records if "Waiting up to 60 s for Styrmin" in r.getMessage()]
+    assert len(waits) == 1 and "Styrmin is starting; try again." in waits[0] and url in waits[0]
+
+
+def test_the_retry_time_comes_from_styrmin_retry_seconds(
+    scripted: tuple[str, type[_Scripted]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, handler = scripted
+    monkeypatch.setenv("STYRMIN_RETRY_SECONDS", "0")
+    handler.script = [503]
+    with Client(url, "t") as client, pytest.raises(ServerError):
+        client.whoami()
+    assert len(handler.seen) == 1
+
+
+def test_backoff_grows_with_jitter_up_to_five_seconds() -> None:
+    delays = [retry_delay(attempt, None) for attempt in range(1, 12) for _ in range(20)]
+    assert min(delays) >= 0.125 and max(delays) <= 5.0
+    late = {retry_delay(10, None) for _ in range(20)}
+    assert len(late) > 1 and all(2.5 <= d <= 5.0 for d in late)  # spread: clients do not come back at once
 
 
 def test_an_unreachable_server_is_a_connection_error() -> None:

@@ -351,3 +351,36 @@ def test_a_failed_upgrade_shows_on_the_list_and_page_and_is_retried_from_its_tas
     # The failed task is no longer the latest upgrade: it offers no retry.
     page.goto(f"/tasks/{task_id}")
     expect(page.get_by_role("button", name=re.compile("Retry"))).to_have_count(0)
+
+
+def test_a_running_task_is_cancelled_from_its_page_after_a_confirmation(
+    new_page: Any, live_server: LiveServer
+) -> None:
+    progress = live_server.progress
+    progress.finish_create(progress.create("cancelled"))
+    task_id = progress.upgrade("cancelled", "1.1.0")
+    reader = new_page()
+    log_in(reader, "reader")
+    reader.goto(f"/tasks/{task_id}")
+    # Pending, with no agent of its cluster connected: the page says so.
+    expect(reader.locator(".waiting")).to_contain_text('No agent of cluster "local" is connected')
+    expect(reader.get_by_role("button", name=re.compile("Cancel"))).to_have_count(0)
+
+    progress.start(task_id)
+    progress.step(task_id, UPGRADE_HOOK)
+    page = new_page()
+    log_in(page, "operator")
+    page.goto(f"/tasks/{task_id}")
+    page.get_by_role("button", name=f"Cancel upgrade task #{task_id}").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(f"Cancel upgrade task #{task_id}?")
+    expect(page.get_by_text("Styrmin does not undo what the task did so far")).to_be_visible()
+    page.get_by_role("button", name="Cancel the task").click()
+    expect(page).to_have_url(re.compile(rf"/tasks/{task_id}$"))
+    expect(page.locator(".task-live")).to_have_attribute("data-status", "cancelled")
+    expect(page.locator(".task-live")).to_contain_text("Cancelled by")
+    expect(page.locator(".alert.cancelled")).to_contain_text("Nothing it did was undone")
+    expect(page.locator(f'li[data-step="{UPGRADE_HOOK}"]')).to_contain_text("Cancelled")
+    # Cancelled like a failed task: it can be retried, and it can no longer be cancelled.
+    expect(page.get_by_role("button", name=f"Retry upgrade task #{task_id}")).to_be_visible()
+    expect(page.get_by_role("button", name=re.compile("^Cancel"))).to_have_count(0)
+    screenshot(page, "task-cancelled")

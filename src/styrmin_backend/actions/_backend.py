@@ -2,14 +2,15 @@
 
 The primitives (``components.py``, ``images.py``, ``commands.py``) hold the rules of the lifecycle
 documentation and reach the outside world only through an :class:`ActionBackend`. In the agent that is
-the real one (the Python SDK and lightkube, in ``_api.py`` and ``_kube.py``); a driver author's test
-swaps in the in-memory one of ``styrmin_backend.testing`` with :func:`use_backend`, so the same rules
-run against both.
+the real one (the Python SDK and lightkube, in ``_api.py`` and ``_kube.py``), which the action
+process's entry point wires with :func:`set_default_backend`; a driver author's test swaps in the
+in-memory one of ``styrmin_backend.testing`` with :func:`use_backend`, so the same rules run against
+both. This port knows no adapter of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 import styrmin
 from styrmin_backend.actions._tail import OutputTail
 from styrmin_backend.actions.context import GlobalContext
+from styrmin_backend.actions.errors import ActionError
 from styrmin_backend.drivers import DriverSpec
 
 
@@ -165,16 +167,32 @@ class ActionBackend(Protocol):
 
 
 _current: ContextVar[ActionBackend | None] = ContextVar("styrmin_action_backend", default=None)
+_default: Callable[[GlobalContext], ActionBackend] | None = None
+
+NO_BACKEND_ERROR = (
+    "The primitives have no backend in this process: Styrmin's action processes wire the real one. "
+    "To run an action in a test, use styrmin_backend.testing.Context, or use_backend()."
+)
+
+
+def set_default_backend(make: Callable[[GlobalContext], ActionBackend] | None) -> None:
+    """Wire the backend of this process's actions, made from each action's context (None: none)."""
+    global _default
+    _default = make
 
 
 def backend_for(context: GlobalContext) -> ActionBackend:
-    """The backend of the running action: the one :func:`use_backend` set, else the real one."""
+    """The backend of the running action: the one :func:`use_backend` set, else the wired one.
+
+    Raises:
+        ActionError: if neither is there.
+    """
     chosen = _current.get()
     if chosen is not None:
         return chosen
-    from styrmin_backend.actions._real import RealBackend
-
-    return RealBackend(context.api_url)
+    if _default is None:
+        raise ActionError(NO_BACKEND_ERROR)
+    return _default(context)
 
 
 @contextmanager

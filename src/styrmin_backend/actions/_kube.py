@@ -19,8 +19,8 @@ from lightkube.resources.core_v1 import Pod, PodLog, Secret
 from lightkube.types import CascadeType
 
 from styrmin_backend.actions._backend import ActionJob, JobPod
+from styrmin_backend.actions._jobs import JOB_CONTAINER, JOB_NAME_LABEL, OUTPUT_READ_ANNOTATION
 from styrmin_backend.actions._tail import OutputTail
-from styrmin_backend.actions.commands import JOB_CONTAINER, JOB_NAME_LABEL, OUTPUT_READ_ANNOTATION
 from styrmin_backend.actions.errors import ActionError
 from styrmin_backend.cluster.connection import SERVICE_ACCOUNT_ENV
 

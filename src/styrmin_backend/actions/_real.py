@@ -5,9 +5,16 @@ from __future__ import annotations
 import logging
 
 from styrmin_backend.actions._api import SdkApi
+from styrmin_backend.actions._backend import set_default_backend
 from styrmin_backend.actions._kube import LightkubeCluster
 
 _log = logging.getLogger("styrmin.actions")
+
+
+def wire_real_backend() -> None:
+    """Make the primitives of this process's actions use the real backend (the action process's entry
+    point calls it)."""
+    set_default_backend(lambda context: RealBackend(context.api_url))
 
 
 class RealBackend:

@@ -24,6 +24,15 @@ from styrmin_backend.actions._backend import (
     ApiUnavailable,
     backend_for,
 )
+from styrmin_backend.actions._jobs import (
+    ACTION_JOB_LABEL,
+    DEPLOYMENT_LABEL,
+    HOOK_STEP_LABEL,
+    JOB_CONTAINER,
+    JOB_NAME_LABEL,
+    OUTPUT_READ_ANNOTATION,
+    TASK_LABEL,
+)
 from styrmin_backend.actions._rules import (
     calling_api,
     component_pod_template,
@@ -37,20 +46,22 @@ from styrmin_backend.domain.secrets import SECRET_SET
 from styrmin_backend.drivers.render import env_secret_key, env_secret_name
 from styrmin_backend.drivers.workloads import component_container
 
+__all__ = [
+    "ACTION_JOB_LABEL",
+    "DEFAULT_COMMAND_TIMEOUT_SECONDS",
+    "DEPLOYMENT_LABEL",
+    "HOOK_STEP_LABEL",
+    "JOB_CONTAINER",
+    "JOB_NAME_LABEL",
+    "OUTPUT_READ_ANNOTATION",
+    "TASK_LABEL",
+    "CommandResult",
+    "execute_commands",
+]
+
 DEFAULT_COMMAND_TIMEOUT_SECONDS = 3600
 """How long a command may run by default: an hour, for long migrations."""
 
-JOB_CONTAINER = "command"
-"""The name of the one container of an action's Job."""
-
-DEPLOYMENT_LABEL = "styrmin.io/deployment"
-ACTION_JOB_LABEL = "styrmin.io/action-job"
-"""Set to ``"true"`` on every Job that execute_commands starts, and on its pods."""
-TASK_LABEL = "styrmin.io/task"
-HOOK_STEP_LABEL = "styrmin.io/hook-step"
-JOB_NAME_LABEL = "styrmin.io/job"
-OUTPUT_READ_ANNOTATION = "styrmin.io/output-read"
-"""Set once the action that started a Job has read its result: the Job may then be deleted."""
 
 _WAIT_GRACE_SECONDS = 30
 """Beyond the Job's own deadline, how long to wait for Kubernetes to end it before deleting it."""

@@ -110,5 +110,7 @@ async def _wait(backend: ActionBackend, task_id: int, doing: str) -> styrmin.Tas
         raise ActionError(
             f"{doing}: task {task.id} ({task.type.value}) failed: {task.error or 'no error given'}"
         )
+    if task.status == styrmin.TaskStatus.CANCELLED:
+        raise ActionError(f"{doing}: task {task.id} ({task.type.value}) was cancelled.")
     backend.log(f"{doing}: task {task.id} succeeded")
     return task

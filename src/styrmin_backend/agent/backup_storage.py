@@ -12,7 +12,6 @@ only, and removed from every error message this module raises.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import shutil
@@ -32,7 +31,6 @@ from styrmin_backend.domain.backup_locations import (
 from styrmin_backend.domain.backups import BackupFile, check_file_name, missing_files
 
 if TYPE_CHECKING:
-    from styrmin_backend.agent.reconciliation import AgentParts
     from styrmin_backend.cluster import ClusterAccess
 
 MAX_BACKUP_FILES = 10_000
@@ -429,14 +427,3 @@ async def storage_for(
         raise StorageError("This agent cannot reach its cluster to read the bucket's credentials.")
     credentials = await read_credentials(cluster, parsed)
     return S3Storage(parsed, credentials, default.root / ".staging")
-
-
-async def check_location(location: dict[str, Any], parts: AgentParts) -> str | None:
-    """Write, read back and delete a probe object in ``location``: None when that worked, else what failed."""
-    assert parts.backup_storage is not None
-    try:
-        storage = await storage_for(location, parts.backup_storage, parts.cluster)
-        await asyncio.to_thread(storage.probe)
-    except StorageError as error:
-        return str(error)
-    return None

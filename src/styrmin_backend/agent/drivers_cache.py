@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from styrmin_backend.agent.server_api import ServerApi
-from styrmin_backend.drivers import DriverPackage, read_driver_archive
+from styrmin_backend.drivers import DriverPackage, DriverSpec, read_driver_archive
 
 
 class DriverCache:
@@ -32,6 +32,10 @@ class DriverCache:
                 await asyncio.to_thread(package.extract_to, folder)
                 self._packages[key] = package
             return self._packages[key]
+
+    async def spec(self, name: str, version: str) -> DriverSpec:
+        """The spec of ``name@version``."""
+        return (await self.get(name, version)).spec
 
     async def folder(self, name: str, version: str) -> Path:
         """Where ``name@version`` is unpacked."""

@@ -13,14 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from styrmin_backend.agent.backup_storage import BackupFolder, check_location
-from styrmin_backend.agent.drivers_cache import DriverCache
+from styrmin_backend.agent.backups import check_location
+from styrmin_backend.agent.ports import Ports
 from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch
-from styrmin_backend.agent.reconciliation import AgentParts, Reconciliation
+from styrmin_backend.agent.reconciliation import Reconciliation
 from styrmin_backend.agent.server_api import ServerApi, ServerError, describe_error
 from styrmin_backend.agent.settings import AgentSettings
-from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.agent.wiring import AgentParts, build_parts, ports_of_task
+from styrmin_backend.cluster import ClusterAccess
 from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import AGENT_CLAIM_SECONDS, RUNNER_POOL_SIZE, TASKS_RUNNING
@@ -66,6 +67,9 @@ async def _crash_orphaned_runs(runner: ActionRunner, previous: str) -> None:
         )
 
 
+CANCEL_CHECK_SECONDS = 5.0
+"""The longest between two lease renewals of a running task: a cancel stops it this soon at most."""
+
 LOCATION_CHECK_SECONDS = 2.0
 """How often the agent asks whether a backup location of its cluster waits for its check."""
 
@@ -83,6 +87,8 @@ class Agent:
         self._running: dict[int, asyncio.Task[None]] = {}
         self._claims: dict[int, Claim] = {}
         self._slot_freed = asyncio.Event()
+        self._cancelled: set[int] = set()
+        """Tasks the server said were cancelled: their reconciliation was stopped on purpose."""
         self._known: dict[str, Claim] = {}
         """The latest task of each deployment this agent ran, to report its components between tasks."""
         self.warm = threading.Event()
@@ -97,7 +103,9 @@ class Agent:
         settings = self.settings
         connection = ClusterConnection.find(settings.kubeconfig, settings.service_account_dir)
         log.info("Reaching the cluster through %s", connection.describe())
-        api = ServerApi(settings.server_url, settings.key.get_secret_value())
+        api = ServerApi(
+            settings.server_url, settings.key.get_secret_value(), retry_seconds=settings.retry_seconds
+        )
         cluster = ClusterAccess(connection)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         previous, instance = _new_instance(settings.data_dir)
@@ -118,15 +126,7 @@ class Agent:
             outage_seconds=settings.prefect_outage_seconds,
             on_back=after_prefect_outage,
         )
-        parts = AgentParts(
-            api,
-            cluster,
-            HelmReleases(connection),
-            runner,
-            DriverCache(api, settings.data_dir / "drivers"),
-            prefect,
-            backup_storage=BackupFolder(settings.backup_dir or settings.data_dir / "backups"),
-        )
+        parts = build_parts(api, cluster, connection, runner, prefect, settings.data_dir, settings.backup_dir)
         try:
             await cluster.ensure_crd()
             await runner.start()
@@ -210,20 +210,56 @@ class Agent:
         _keep_started_objects_out_of_garbage_collections()
         self.warm.set()
 
+    def _ports_of(self, parts: AgentParts, claimed: Claim) -> Ports:
+        """The ports of one task: its Helm operations under the deployment's Helm lock, and its
+        actions' flow runs cancelled from the Prefect UI cancelling it."""
+        task_id = claimed.task_id
+        return ports_of_task(
+            parts, task_id, self.settings.lease_seconds, lambda: self._stop_cancelled(task_id)
+        )
+
+    def _stop_cancelled(self, task_id: int) -> None:
+        """Stop the reconciliation of a task the server says was cancelled (its running action with it)."""
+        running = self._running.get(task_id)
+        if running is None or task_id in self._cancelled:
+            return
+        log.info("Task %s was cancelled: stopping its reconciliation; the cluster is left as it is", task_id)
+        self._cancelled.add(task_id)
+        running.cancel()
+
     async def _reconcile(self, parts: AgentParts, claimed: Claim) -> None:
         renewing = asyncio.create_task(self._renew(parts.api, claimed.task_id))
         TASKS_RUNNING.inc()
         try:
             log.info("Task %s: %s of %s", claimed.task_id, claimed.change_type, claimed.deployment.name)
-            await Reconciliation(parts, claimed).run()
+            await Reconciliation(self._ports_of(parts, claimed), claimed).run()
             name = claimed.deployment.name
             if claimed.change_type is TaskType.DELETE:
                 self._known.pop(name, None)
             else:
                 self._known[name] = claimed
+        except asyncio.CancelledError:
+            if claimed.task_id not in self._cancelled:
+                raise
+            log.info("Task %s: stopped, as it was cancelled", claimed.task_id)
+            await self._say_stopped(parts.api, claimed.task_id)
+        except ServerError as error:
+            if error.task_cancelled:
+                log.info("Task %s: stopped, as it was cancelled (%s)", claimed.task_id, error)
+                await self._say_stopped(parts.api, claimed.task_id)
+            elif error.task_lost:
+                log.warning(
+                    "Task %s had ended on the server before this agent ended it: %s", claimed.task_id, error
+                )
+            else:
+                log.error(
+                    "Task %s could not be ended (%s); the server ends it once its lease runs out",
+                    claimed.task_id,
+                    error,
+                )
         except Exception as error:
             log.exception(
-                "Task %s could not be ended (%s); its lease will run out",
+                "Task %s could not be ended (%s); the server ends it once its lease runs out",
                 claimed.task_id,
                 describe_error(error),
             )
@@ -232,7 +268,15 @@ class Agent:
             renewing.cancel()
             self._running.pop(claimed.task_id, None)
             self._claims.pop(claimed.task_id, None)
+            self._cancelled.discard(claimed.task_id)
             self._slot_freed.set()
+
+    @staticmethod
+    async def _say_stopped(api: ServerApi, task_id: int) -> None:
+        try:
+            await api.work_stopped(task_id)
+        except ServerError as error:  # only `tasks cancel --wait` waits for it
+            log.warning("Could not say that cancelled task %s stopped: %s", task_id, error)
 
     async def _report_periodically(self, parts: AgentParts, stop: asyncio.Event) -> None:
         """Report the component workloads of known deployments that run no task now, every so often."""
@@ -244,7 +288,7 @@ class Agent:
                 if stop.is_set() or name in busy:
                     continue
                 try:
-                    await Reconciliation(parts, claimed).report_components()
+                    await Reconciliation(parts.ports, claimed).report_components()
                 except Exception as error:  # reporting must never stop the agent
                     log.warning("Could not report the components of %s: %s", name, error)
 
@@ -255,7 +299,7 @@ class Agent:
                 pending = await parts.api.next_location_check()
                 if pending is not None:
                     location_id, location = pending
-                    error = await check_location(location, parts)
+                    error = await check_location(location, parts.ports.backup_storage)
                     await parts.api.record_location_check(location_id, error)
                     continue
             except Exception as error:  # checking must never stop the agent
@@ -264,18 +308,24 @@ class Agent:
                 await asyncio.wait_for(stop.wait(), LOCATION_CHECK_SECONDS)
 
     async def _renew(self, api: ServerApi, task_id: int) -> None:
-        """Renew the task's lease every third of it; after a failure, again within a second or two.
+        """Renew the task's lease every third of it (at most ``CANCEL_CHECK_SECONDS`` apart); after a
+        failure, again within a second or two. An answer that the task was cancelled stops its
+        reconciliation.
 
         A lease runs out only when the agent is gone, never because one renewal met a busy server.
         """
         lease = self.settings.lease_seconds
-        delay = lease / 3
+        every = min(lease / 3, CANCEL_CHECK_SECONDS)
+        delay = every
         while True:
             await asyncio.sleep(delay)
             try:
                 await api.renew_lease(task_id, lease)
-                delay = lease / 3
+                delay = every
             except ServerError as error:
+                if error.task_cancelled:
+                    self._stop_cancelled(task_id)
+                    return
                 if error.task_lost:
                     log.error("Task %s is no longer this agent's: %s", task_id, error)
                     return

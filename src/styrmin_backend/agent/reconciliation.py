@@ -1,8 +1,9 @@
-"""One reconciliation: the workflow of a claimed task, step by step, as the seed describes it.
+"""One reconciliation: a claimed change's plan, run step by step over the agent's ports.
 
-Order across modes is fixed (pre, then the core operation, then post); the actions of one mode run
-concurrently and their step waits for all of them. A failed step fails the task and later modes do
-not run. A mode without actions records no step, except the upgrade hook's core, which always runs.
+What runs is decided first, in the domain (``domain.plan.decide``): the steps in order, each with its
+operation. This module only carries them out: it records each step, does its operation through the
+ports (``agent.ports``), and ends the task, however it ends. A failed step fails the task and later
+steps do not run.
 """
 
 from __future__ import annotations
@@ -10,61 +11,56 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from styrmin_backend.actions.context import GlobalContext
-from styrmin_backend.agent.backup_storage import BackupFolder
-from styrmin_backend.agent.backups import run_backup, run_backup_delete, run_restore
-from styrmin_backend.agent.drivers_cache import DriverCache
-from styrmin_backend.agent.prefect import ActionOutcome, ActionRunner
-from styrmin_backend.agent.prefect.health import PrefectWatch, prefect_unreachable_error
-from styrmin_backend.agent.server_api import ServerApi, ServerError, describe_error
-from styrmin_backend.cluster import ClusterAccess, ClusterError, HelmReleases, ReplicasChanged
+from styrmin_backend.agent import backups
+from styrmin_backend.agent.backup_storage import BackupStorage
+from styrmin_backend.agent.failures import StepFailed
+from styrmin_backend.agent.ports import ActionResult, ChartRequest, Ports
+from styrmin_backend.agent.prefect.health import prefect_unreachable_error
+from styrmin_backend.agent.server_api import ServerError, StyrminAway, describe_error
+from styrmin_backend.cluster import ClusterError, ReplicasChanged
 from styrmin_backend.domain import steps
 from styrmin_backend.domain.deployments import later_revision_wins
-from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
+from styrmin_backend.domain.plan import (
+    ChangeFacts,
+    DeclaredAction,
+    Operation,
+    Plan,
+    PlannedStep,
+    UnplannableChange,
+    decide,
+)
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.secrets import conceal_configuration
 from styrmin_backend.domain.tasks import TaskType
-from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec, InstallChart, prepare_install_chart
+from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec
 from styrmin_backend.protocol import (
     AppliedVersions,
+    BackupChange,
+    Change,
     Claim,
     ComponentStatus,
+    DeleteBackupChange,
+    RestoreChange,
     StartChange,
     StopChange,
     TaskResult,
     UpgradeChange,
 )
 
+__all__ = ["CHART_TIMEOUT_SECONDS", "Reconciliation", "StepFailed", "change_facts", "declared_actions"]
+
 log = logging.getLogger("styrmin.agent")
 CHART_TIMEOUT_SECONDS = 600
 
-
-class StepFailed(Exception):
-    """A step failed; the message is its error, as users read it."""
-
-
-@dataclass(frozen=True)
-class AgentParts:
-    """What every reconciliation of one agent shares."""
-
-    api: ServerApi
-    cluster: ClusterAccess
-    helm: HelmReleases
-    runner: ActionRunner
-    drivers: DriverCache
-    prefect: PrefectWatch | None = None
-    """The agent's watch of the Prefect server: actions stop when it goes away."""
-    backup_storage: BackupFolder | None = None
-    """Where backups' files are written and read; None when the agent has none (backups then fail)."""
+_NEEDS_ACTIONS = frozenset({TaskType.CREATE, TaskType.UPGRADE, TaskType.BACKUP, TaskType.RESTORE})
+"""The changes whose plan depends on the driver's actions (the others run no hook)."""
 
 
 @dataclass(frozen=True)
@@ -78,11 +74,45 @@ class Target:
     stopped_components: list[str]
 
 
+def change_facts(change: Change) -> ChangeFacts:
+    """What the plan needs of a claimed change."""
+    target = change.target
+    facts = ChangeFacts(change.type, target.app_version, target.driver_version)
+    if isinstance(change, UpgradeChange):
+        return ChangeFacts(
+            change.type,
+            target.app_version,
+            target.driver_version,
+            from_app_version=change.from_app_version,
+            from_driver_version=change.from_driver_version,
+            run_hooks=change.run_hooks,
+        )
+    if isinstance(change, StopChange | StartChange):
+        return ChangeFacts(
+            change.type, target.app_version, target.driver_version, components=tuple(change.components)
+        )
+    if isinstance(change, RestoreChange):
+        return ChangeFacts(
+            change.type,
+            target.app_version,
+            target.driver_version,
+            from_app_version=change.from_app_version,
+            from_driver_version=change.from_driver_version,
+            restores_configuration=change.restores_configuration,
+        )
+    return facts
+
+
+def declared_actions(spec: DriverSpec) -> list[DeclaredAction]:
+    """The driver's actions, as a plan needs them."""
+    return [DeclaredAction(a.name, a.hook, a.mode, a.description) for a in spec.spec.actions]
+
+
 class Reconciliation:
     """Carries out one claimed task and ends it, however it ends."""
 
-    def __init__(self, parts: AgentParts, claim: Claim) -> None:
-        self.parts = parts
+    def __init__(self, ports: Ports, claim: Claim) -> None:
+        self.ports = ports
         self.claim = claim
         self.deployment = claim.deployment
         self.name: str = claim.deployment.name
@@ -98,11 +128,13 @@ class Reconciliation:
         self._result = TaskResult()
         self._ending_steps: list[asyncio.Future[None]] = []
         """Ends of succeeded steps sent to the server, whose answers are still awaited."""
-        self.extra_context: dict[str, Any] = {}
+        self._hook_context: dict[str, Any] = {}
         """More fields of the actions' GlobalContext (a backup's id and folder)."""
+        self._storage: BackupStorage | None = None
+        self._backup_folder: Path | None = None
 
     async def run(self) -> None:
-        """Run the workflow and end the task: succeeded, or failed with the failing step's error.
+        """Run the plan and end the task: succeeded, or failed with the failing step's error.
 
         The task ends in one call that also reports the components; the last step's end is sent
         before the components are read and answered while they are.
@@ -110,11 +142,12 @@ class Reconciliation:
         error: str | None = None
         components: list[ComponentStatus] | None = None
         reports = self.claim.change.type is not TaskType.DELETE
+        server = self.ports.server
         try:
             await self._workflow()
             ended = await asyncio.gather(self._steps_ended(), self._components() if reports else _nothing())
             components = ended[1]
-        except StepFailed as failed:
+        except (StepFailed, StyrminAway) as failed:  # StyrminAway: no server served within the retry time
             error = str(failed)
         except Exception as unexpected:  # a bug: say so, keep the agent running
             log.exception("Task %s failed unexpectedly", self.claim.task_id)
@@ -128,14 +161,14 @@ class Reconciliation:
             if reports:
                 components = await self._components()
         try:
-            await self.parts.api.end_task(self.claim.task_id, error, self._result, components)
+            await server.end_task(self.claim.task_id, error, self._result, components)
         except ServerError as refused:
             if components is None or refused.status_code != 422:
                 raise
             # A server older than the combined call refuses its unknown field: the two calls instead.
             log.warning("The server refused the components with the task's end (%s); sent apart.", refused)
             await self._report(components)
-            await self.parts.api.end_task(self.claim.task_id, error, self._result)
+            await server.end_task(self.claim.task_id, error, self._result)
 
     async def report_components(self) -> None:
         """Tell the server what the component workloads look like now (best effort: never fails the task)."""
@@ -145,7 +178,7 @@ class Reconciliation:
 
     async def _report(self, components: list[ComponentStatus]) -> None:
         try:
-            await self.parts.api.report_components(self.name, components)
+            await self.ports.server.report_components(self.name, components)
         except Exception as error:
             log.warning("Could not report the components of %s: %s", self.name, error)
 
@@ -157,24 +190,22 @@ class Reconciliation:
             for component in spec.spec.components:
                 kind, name = component.workload.kind, component.workload.resolved_name(self.name)
                 try:
-                    workload = await self.parts.cluster.workload(self.namespace, kind, name)
+                    workload = await self.ports.cluster.workload(self.namespace, kind, name)
                 except ClusterError:
                     continue
-                pod = workload.spec.template.spec if workload.spec else None
-                containers = list(pod.containers) if pod else []
+                containers = list(workload.containers)
                 first = (
                     [c for c in containers if c.name == component.container] if component.container else []
                 )
                 ordered = first + [c for c in containers if c not in first]
-                status = workload.status
                 statuses.append(
                     ComponentStatus(
                         name=component.name,
                         kind=kind,
                         workload=name,
-                        replicas=int(workload.spec.replicas or 0) if workload.spec else 0,
-                        ready_replicas=int((status.readyReplicas if status else 0) or 0),
-                        images=[c.image or "" for c in ordered],
+                        replicas=workload.replicas,
+                        ready_replicas=workload.ready_replicas,
+                        images=[c.image for c in ordered],
                     )
                 )
             return statuses
@@ -188,88 +219,129 @@ class Reconciliation:
         for answer in ending:
             await answer
 
+    # --- the plan --------------------------------------------------------------------------------
+
+    async def plan(self) -> Plan:
+        """The plan of the claimed change, from the driver's actions at the target version."""
+        change = self.claim.change
+        facts = change_facts(change)
+        hooks_can_run = change.type in _NEEDS_ACTIONS and not (
+            isinstance(change, UpgradeChange) and not change.run_hooks
+        )
+        actions = declared_actions(await self._spec()) if hooks_can_run else []
+        try:
+            return decide(facts, actions)
+        except UnplannableChange:
+            raise StepFailed(f"This agent cannot run {change.type} tasks yet.") from None
+
     async def _workflow(self) -> None:
         change = self.claim.change
-        kind = change.type
-        if kind is TaskType.CREATE:
-            await self._run_hook_mode(Hook.SETUP, Mode.PRE)
-            async with self._step(steps.INSTALL_STEP) as step_id:
-                await self._apply_chart(step_id)
-            await self._run_hook_mode(Hook.SETUP, Mode.POST)
-        elif isinstance(change, UpgradeChange) and change.run_hooks:
-            await self._run_hook_mode(Hook.UPGRADE, Mode.PRE)
-            spec = await self._spec()
-            core = spec.spec.actions_of(Hook.UPGRADE, Mode.CORE)
-            async with self._step(hook_step_name(Hook.UPGRADE, Mode.CORE)) as step_id:
-                if core:
-                    await self._run_actions(step_id, Hook.UPGRADE, Mode.CORE)
-                else:
-                    await self._apply_chart(step_id)
-            await self._run_hook_mode(Hook.UPGRADE, Mode.POST)
-        elif kind is TaskType.UPGRADE:
-            async with self._step(steps.APPLY_VERSION_STEP) as step_id:
-                await self._apply_chart(step_id)
-        elif kind is TaskType.CONFIGURE:
-            async with self._step(steps.APPLY_CONFIGURATION_STEP) as step_id:
-                await self._apply_chart(step_id)
-        elif isinstance(change, StopChange | StartChange):
-            running = isinstance(change, StartChange)
-            async with self._step(steps.START_STEP if running else steps.STOP_STEP) as step_id:
-                await self._scale_components(step_id, change.components, running)
-        elif kind is TaskType.DELETE:
-            async with self._step(steps.UNINSTALL_STEP) as step_id:
-                removed = await self.parts.helm.uninstall(self.name, self.namespace, CHART_TIMEOUT_SECONDS)
-                await self.parts.cluster.delete_styrmin_deployment(self.namespace, self.name)
-                if not removed:
-                    await self.parts.api.add_note(step_id, f"Release {self.name} was not installed.")
-        elif kind in (TaskType.BACKUP, TaskType.RESTORE, TaskType.DELETE_BACKUP):
-            storage = self.parts.backup_storage
-            if storage is None:
-                raise StepFailed("This agent has no backup storage location; set STYRMIN_AGENT_BACKUP_DIR.")
-            workflow = {TaskType.BACKUP: run_backup, TaskType.RESTORE: run_restore}.get(
-                kind, run_backup_delete
+        backs_up = isinstance(change, BackupChange | RestoreChange | DeleteBackupChange)
+        if backs_up and self.ports.backup_storage is None:
+            raise StepFailed(backups.NO_BACKUP_STORAGE_ERROR)
+        plan = await self.plan()
+        if isinstance(change, BackupChange):
+            storage = self._storage = await backups.open_storage(self.ports.backup_storage, change)
+            self._backup_folder = await backups.prepare_folder(storage, change.key)
+            self._hook_context = await self._backup_hook_context(change, storage)
+        elif isinstance(change, RestoreChange):
+            self._storage = await backups.open_storage(self.ports.backup_storage, change)
+        try:
+            for step in plan:
+                if step.operation is Operation.RUN_ACTIONS and isinstance(change, RestoreChange):
+                    await self._prepare_restore_hook(change)
+                async with self._step(step.name) as step_id:
+                    await self._carry_out(step, step_id)
+        finally:
+            if isinstance(change, RestoreChange) and self._storage is not None:
+                await backups.finish_restore(self._storage, change.key)
+        if isinstance(change, RestoreChange):
+            self._result.applied = AppliedVersions(
+                app_version=self.target.app_version, driver_version=self.target.driver_version
             )
-            await workflow(self, storage)
-        else:
-            raise StepFailed(f"This agent cannot run {kind} tasks yet.")
+
+    async def _carry_out(self, step: PlannedStep, step_id: int) -> None:
+        """The operation of one planned step."""
+        change = self.claim.change
+        operation = step.operation
+        if operation is Operation.RUN_ACTIONS:
+            await self._run_actions(step_id, step)
+        elif operation is Operation.APPLY_CHART:
+            await self._apply_chart(step_id)
+        elif operation is Operation.STOP_COMPONENTS or operation is Operation.START_COMPONENTS:
+            await self._scale_components(
+                step_id, list(step.components), running=operation is Operation.START_COMPONENTS
+            )
+        elif operation is Operation.UNINSTALL:
+            await self._uninstall(step_id)
+        elif operation is Operation.RECORD_BACKUP_FILES:
+            assert isinstance(change, BackupChange) and self._storage and self._backup_folder
+            self._result.backup = await backups.record_files(self._storage, change.key, self._backup_folder)
+        elif operation is Operation.CHECK_BACKUP_FILES:
+            assert isinstance(change, RestoreChange) and self._storage is not None
+            await backups.check_files(self._storage, change)
+        elif operation is Operation.RESTORE_VERSION:
+            await backups.bring_version_back(
+                self.ports.linked,
+                self.claim.styrmin_url,
+                self.claim.actions_token,
+                self.name,
+                step_id,
+                self.target.app_version,
+                self.target.driver_version,
+            )
+        elif operation is Operation.DELETE_BACKUP_FILES:
+            assert isinstance(change, DeleteBackupChange)
+            self._result.deleted = await backups.delete_files(self.ports.backup_storage, change)
+        else:  # pragma: no cover - decide() plans only the operations above
+            raise StepFailed(f"This agent cannot carry out {operation} steps yet.")
 
     @asynccontextmanager
     async def _step(self, name: str) -> AsyncIterator[int]:
+        server = self.ports.server
         await self._steps_ended()  # steps are recorded in order: the one before has ended
-        step_id = await self.parts.api.add_step(self.claim.task_id, name)
+        step_id = await server.add_step(self.claim.task_id, name)
         try:
             yield step_id
         except StepFailed as failed:
-            await self.parts.api.end_step(step_id, str(failed))
+            await server.end_step(step_id, str(failed))
             raise
         except Exception as unexpected:
             log.exception("Step %r of task %s failed", name, self.claim.task_id)
             message = redact(f"{name} failed: {describe_error(unexpected)}", [self.claim.actions_token])
-            await self.parts.api.end_step(step_id, message)
+            await server.end_step(step_id, message)
             raise StepFailed(message) from unexpected
         # Sent now, so the server records the step's real end; its answer is awaited before the next
         # step or the task's end, which meanwhile need not wait for it (run() reads the components).
-        self._ending_steps.append(asyncio.ensure_future(self.parts.api.end_step(step_id, None)))
+        self._ending_steps.append(asyncio.ensure_future(server.end_step(step_id, None)))
 
     async def _spec(self) -> DriverSpec:
-        package = await self.parts.drivers.get(self.deployment.driver, self.target.driver_version)
-        return package.spec
+        return await self.ports.drivers.spec(self.deployment.driver, self.target.driver_version)
 
     async def _driver_dir(self) -> Path:
-        return await self.parts.drivers.folder(self.deployment.driver, self.target.driver_version)
+        return await self.ports.drivers.folder(self.deployment.driver, self.target.driver_version)
 
     # --- hooks ---------------------------------------------------------------------------------
 
-    async def _run_hook_mode(self, hook: Hook, mode: Mode) -> None:
-        spec = await self._spec()
-        if not spec.spec.actions_of(hook, mode):
-            return
-        async with self._step(hook_step_name(hook, mode)) as step_id:
-            await self._run_actions(step_id, hook, mode)
+    async def _backup_hook_context(
+        self, change: BackupChange | RestoreChange, storage: BackupStorage
+    ) -> dict[str, Any]:
+        assert self.ports.backup_storage is not None
+        return await backups.hook_context(
+            self.ports.cluster, self.ports.backup_storage, self.name, self.namespace, change, storage
+        )
 
-    async def _run_actions(self, step_id: int, hook: Hook, mode: Mode) -> None:
+    async def _prepare_restore_hook(self, change: RestoreChange) -> None:
+        """Before the restore hook's first step: its context (the backup's folder and env)."""
+        if not self._hook_context and self._storage is not None:
+            self._hook_context = await self._backup_hook_context(change, self._storage)
+
+    async def _run_actions(self, step_id: int, step: PlannedStep) -> None:
+        assert step.hook is not None and step.mode is not None
+        hook, mode = step.hook, step.mode
         spec = await self._spec()
-        actions = spec.spec.actions_of(hook, mode)
+        declared = {action.name for action in step.actions}
+        actions = [a for a in spec.spec.actions if a.name in declared]
         driver_dir = await self._driver_dir()
         context = GlobalContext(
             deployment_id=self.deployment.id,
@@ -287,28 +359,28 @@ class Reconciliation:
             hook=hook,
             mode=mode,
             api_url=self.claim.styrmin_url,
-            **self.extra_context,
+            **self._hook_context,
         )
         parameters = {"context": context.model_dump(mode="json"), "target_version": self.target.app_version}
         env = {
             "STYRMIN_TOKEN": self.claim.actions_token,
             "STYRMIN_URL": self.claim.styrmin_url,
-            **self.parts.cluster.connection.action_env(),  # for get_component_images, execute_commands
+            **self.ports.cluster.action_env(),  # for get_component_images, execute_commands
         }
-        api = self.parts.api
+        server = self.ports.server
 
         def linker(action_name: str) -> Callable[[str], Awaitable[None]]:
             """Link the step to the flow run as soon as it exists (a note each when several run)."""
 
             async def link(flow_run_id: str) -> None:
                 if len(actions) == 1:
-                    await api.set_flow_run(step_id, flow_run_id)
+                    await server.set_flow_run(step_id, flow_run_id)
                 else:
-                    await api.add_note(step_id, f"Action {action_name} runs as flow run {flow_run_id}.")
+                    await server.add_note(step_id, f"Action {action_name} runs as flow run {flow_run_id}.")
 
             return link
 
-        prefect = self.parts.prefect
+        prefect = self.ports.prefect
         # The agent's view may be older than its last check (a claim that waited on the server
         # through an outage, or a server back since): only a check now refuses the step.
         if (
@@ -319,7 +391,7 @@ class Reconciliation:
             raise StepFailed(prefect.error or prefect_unreachable_error(prefect.api_url, reason))
         running = asyncio.gather(
             *(
-                self.parts.runner.run_action(
+                self.ports.runner.run_action(
                     driver_dir,
                     action.location,
                     parameters,
@@ -341,17 +413,20 @@ class Reconciliation:
             raise StepFailed(redact("\n".join(errors), [self.claim.actions_token]))
 
     async def _unless_prefect_goes_away(
-        self, running: asyncio.Future[list[ActionOutcome]], names: list[str]
-    ) -> list[ActionOutcome]:
+        self, running: asyncio.Future[list[ActionResult]], names: list[str]
+    ) -> list[ActionResult]:
         """The outcomes of the running actions; when the Prefect server goes away first, they are
         stopped (their processes killed) and the step fails, naming it."""
-        prefect = self.parts.prefect
+        prefect = self.ports.prefect
         if prefect is None:
             return await running
         away: asyncio.Future[Any] = asyncio.ensure_future(prefect.away.wait())
         either: list[asyncio.Future[Any]] = [running, away]
         try:
             await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            running.cancel()  # the task was cancelled: stop its actions (asyncio.wait leaves them running)
+            raise
         finally:
             away.cancel()
         if running.done():
@@ -374,63 +449,56 @@ class Reconciliation:
             "configuration": conceal_configuration(self.target.configuration.model_dump(mode="json")),
             "stoppedComponents": self.target.stopped_components,
         }
-        await self.parts.cluster.ensure_namespace(self.namespace)
-        later = await self.parts.cluster.write_styrmin_deployment(
-            self.namespace, self.name, spec, self.claim.revision
-        )
+        cluster = self.ports.cluster
+        await cluster.ensure_namespace(self.namespace)
+        later = await cluster.write_styrmin_deployment(self.namespace, self.name, spec, self.claim.revision)
         if later is not None:
-            await self.parts.api.add_note(step_id, steps.later_revision_note(later, self.claim.revision))
+            await self.ports.server.add_note(step_id, steps.later_revision_note(later, self.claim.revision))
             return False
         return True
 
     async def _apply_chart(self, step_id: int) -> bool:
         """Write the StyrminDeployment and apply the chart; False when a later revision was there."""
-        package = await self.parts.drivers.get(self.deployment.driver, self.target.driver_version)
-        driver_dir = await self._driver_dir()
-        scratch = tempfile.TemporaryDirectory(prefix="styrmin-chart-")
-
-        def prepare() -> InstallChart:
-            # In a thread: rendering and the YAML round trips would hold up the agent's other tasks.
-            chart = prepare_install_chart(
-                driver_dir,
-                package.spec,
-                self.name,
-                self.namespace,
-                self.target.app_version,
-                self.target.configuration,
-                Path(scratch.name) / "chart",
-                is_upgrade=self.claim.change.type is not TaskType.CREATE,
-            )
-            _keep_stopped_components_at_zero(
-                chart.path, package.spec, self.name, self.target.stopped_components
-            )
-            return chart
-
+        request = ChartRequest(
+            driver_dir=await self._driver_dir(),
+            spec=await self._spec(),
+            release=self.name,
+            namespace=self.namespace,
+            app_version=self.target.app_version,
+            configuration=self.target.configuration,
+            stopped_components=tuple(self.target.stopped_components),
+            is_upgrade=self.claim.change.type is not TaskType.CREATE,
+        )
+        helm = self.ports.helm
+        # The chart renders while the StyrminDeployment is written: it is applied only once the
+        # write shows no later revision, and left unused when one is there.
+        rendering = asyncio.ensure_future(helm.prepare(request))
+        written = False
         try:
-            # The chart renders while the StyrminDeployment is written: it is applied only once the
-            # write shows no later revision, and left unused when one is there.
-            rendering = asyncio.ensure_future(asyncio.to_thread(prepare))
-            written = False
-            try:
-                written = await self._write_styrmin_deployment(step_id)
-            finally:
-                await asyncio.wait([rendering])  # its thread writes into the scratch folder
-                if not written and not rendering.cancelled():
-                    rendering.exception()  # a chart that does not render matters only when applied
-            if not written:
-                return False
-            chart = rendering.result()
-            recovered = await self.parts.helm.apply(
-                chart.path, chart.values, self.name, self.namespace, CHART_TIMEOUT_SECONDS
-            )
+            written = await self._write_styrmin_deployment(step_id)
         finally:
-            await asyncio.to_thread(scratch.cleanup)
+            await asyncio.wait([rendering])
+            if not written and not rendering.cancelled() and rendering.exception() is None:
+                await rendering.result().discard()  # a chart that does not render matters only when applied
+        if not written:
+            return False
+        chart = rendering.result()
+        try:
+            recovered = await helm.apply(chart, self.name, self.namespace, CHART_TIMEOUT_SECONDS)
+        finally:
+            await chart.discard()
         if recovered is not None:
-            await self.parts.api.add_note(step_id, recovered)
+            await self.ports.server.add_note(step_id, recovered)
         self._result.applied = AppliedVersions(
             app_version=self.target.app_version, driver_version=self.target.driver_version
         )
         return True
+
+    async def _uninstall(self, step_id: int) -> None:
+        removed = await self.ports.helm.uninstall(self.name, self.namespace, CHART_TIMEOUT_SECONDS)
+        await self.ports.cluster.delete_styrmin_deployment(self.namespace, self.name)
+        if not removed:
+            await self.ports.server.add_note(step_id, f"Release {self.name} was not installed.")
 
     async def _scale_components(self, step_id: int, components: list[str], running: bool) -> None:
         # Through Helm, like every other write to the workloads: one owner of .spec.replicas, so later
@@ -451,20 +519,19 @@ class Reconciliation:
         if not await self._apply_chart(step_id):
             return
         by_name = {c.name: c for c in spec.spec.components}
+        cluster = self.ports.cluster
         for name in components:
             component = by_name[name]
             kind, workload = component.workload.kind, component.workload.resolved_name(self.name)
             replicas = await self._configured_replicas(kind, workload) if running else 0
             try:
-                await self.parts.cluster.wait_scaled(
-                    self.namespace, kind, workload, replicas, CHART_TIMEOUT_SECONDS
-                )
+                await cluster.wait_scaled(self.namespace, kind, workload, replicas, CHART_TIMEOUT_SECONDS)
             except ReplicasChanged as changed:
                 raise StepFailed(await self._scaled_meanwhile(name, replicas, changed.replicas)) from None
 
     async def _scaled_meanwhile(self, component: str, waited_for: int, now: int) -> str:
         """The error of a stop or start whose component another change scaled while it waited."""
-        later = await self.parts.cluster.styrmin_deployment_revision(self.namespace, self.name)
+        later = await self.ports.cluster.styrmin_deployment_revision(self.namespace, self.name)
         by = (
             f"a later change (revision {later})"
             if later_revision_wins(later, self.claim.revision)
@@ -477,41 +544,10 @@ class Reconciliation:
         )
 
     async def _configured_replicas(self, kind: str, workload: str) -> int:
-        """The replicas the chart sets for a workload (recorded by Helm in its last-applied manifest)."""
-        current = await self.parts.cluster.workload(self.namespace, kind, workload)
-        annotations = (current.metadata.annotations or {}) if current.metadata else {}
-        return int(annotations.get(REPLICAS_ANNOTATION, "1"))
+        """The replicas the chart sets for a workload (recorded on it when the chart was applied)."""
+        current = await self.ports.cluster.workload(self.namespace, kind, workload)
+        return 1 if current.configured_replicas is None else current.configured_replicas
 
 
 async def _nothing() -> None:
     return None
-
-
-_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_YamlDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-"""libyaml's safe loader and dumper when PyYAML has them (several times faster), else the pure ones."""
-
-REPLICAS_ANNOTATION = "styrmin.io/configured-replicas"
-"""Set by the agent on each component workload: its replicas as the chart renders them."""
-
-
-def _keep_stopped_components_at_zero(
-    chart_dir: Path, spec: DriverSpec, release: str, stopped: list[str]
-) -> None:
-    """Record each component's configured replicas, and keep stopped components at zero replicas."""
-    workloads = {(c.workload.kind, c.workload.resolved_name(release)): c.name for c in spec.spec.components}
-    for path in sorted((chart_dir / "rendered").glob("*.yaml")):
-        manifest = yaml.load(path.read_text(), Loader=_YamlLoader)  # noqa: S506 (a safe loader)
-        if not isinstance(manifest, dict):
-            continue
-        key = (manifest.get("kind"), (manifest.get("metadata") or {}).get("name"))
-        component = workloads.get(key)  # type: ignore[arg-type]
-        if component is None:
-            continue
-        body = manifest.setdefault("spec", {})
-        configured = int(body.get("replicas", 1))
-        annotations = manifest["metadata"].setdefault("annotations", {})
-        annotations[REPLICAS_ANNOTATION] = str(configured)
-        if component in stopped:
-            body["replicas"] = 0
-        path.write_text(yaml.dump(manifest, Dumper=_YamlDumper, sort_keys=False))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from styrmin_backend.cluster.connection import SERVICE_ACCOUNT_DIR
@@ -15,7 +15,19 @@ class AgentSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="STYRMIN_AGENT_", extra="ignore")
 
-    server_url: str = Field(default="http://127.0.0.1:8080", description="The Styrmin server's URL.")
+    server_url: str = Field(
+        default="http://127.0.0.1:8080",
+        description="The Styrmin server's URL; several servers of one database: comma-separated (the agent "
+        "uses the one that answers).",
+    )
+    retry_seconds: float = Field(
+        default=90,
+        ge=0,
+        le=3600,
+        validation_alias=AliasChoices("STYRMIN_AGENT_RETRY_SECONDS", "STYRMIN_RETRY_SECONDS"),
+        description="How long a step's start, a task's end and the other calls a task needs wait for a "
+        "Styrmin server (and its database) to serve again; the actions' primitives read STYRMIN_RETRY_SECONDS.",
+    )
     key: SecretStr = Field(description="The agent's key, from `POST /api/v1/agents` (an admin makes it).")
     kubeconfig: Path | None = Field(
         default=None,

@@ -15,13 +15,28 @@ from styrmin_backend.api.routes import (
     deployments,
     drivers,
     health,
+    previews,
+    task_logs,
     tasks,
     users,
 )
 
 ROUTES = [
     route
-    for module in (auth, users, drivers, deployments, backups, backup_locations, tasks, agents, agent, health)
+    for module in (
+        auth,
+        users,
+        drivers,
+        deployments,
+        previews,
+        task_logs,
+        backups,
+        backup_locations,
+        tasks,
+        agents,
+        agent,
+        health,
+    )
     for route in module.router.routes
 ]
 """Every route of the API, built once per process: each router carries its own prefix and error answers."""

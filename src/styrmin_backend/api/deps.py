@@ -17,7 +17,7 @@ from styrmin_backend.browser_session import (
     csrf_token_for,
 )
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
-from styrmin_backend.domain.roles import Role, role_allows
+from styrmin_backend.domain.roles import Role, role_refusal
 from styrmin_backend.services import auth
 from styrmin_backend.services.principal import Principal, check_actions_scope
 from styrmin_backend.settings import Settings
@@ -106,11 +106,9 @@ def require(role: Role) -> Callable[[Request, Session], Principal]:
 
     def dependency(request: Request, db: Db) -> Principal:
         principal = authenticate_request(request, db)
-        if not role_allows(principal.role, role):
-            raise NotAllowed(
-                f'User "{principal.username}" has the role {principal.role.label}; this needs '
-                f"{role.label}. Ask an administrator to change the role."
-            )
+        refusal = role_refusal(principal.username, principal.role, role)
+        if refusal is not None:
+            raise NotAllowed(refusal)
         return principal
 
     return dependency

@@ -12,12 +12,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from styrmin_backend.domain.errors import (
     DomainError,
     TooManyAttempts,
 )
+from styrmin_backend.services.outages import database_outage_notice
 
 log = logging.getLogger("styrmin.api")
 
@@ -45,8 +47,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         403: "The caller's role does not allow this, or the request is refused.",
         404: "Not found.",
         409: "Conflicts with the current state.",
+        410: "For an agent: the task was cancelled; stop working on it.",
         422: "The input is not valid; `field` names what to fix.",
         429: "Too many failed logins, or driver checks at once: wait the seconds that `Retry-After` says.",
+        503: "Styrmin's database cannot be reached; nothing was changed. Try again after `Retry-After` seconds.",
     }.items()
 }
 
@@ -103,13 +107,31 @@ def install_error_handlers(app: FastAPI) -> None:
             headers["Allow"] = ", ".join(_allowed_methods(app, request.url.path))
         return error_response(error.status_code, str(error.detail), headers=headers)
 
+    # Database errors are answered here, not by the catch-all below: Starlette re-raises what that
+    # one answers, so uvicorn would log an outage as a traceback.
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(request: Request, error: SQLAlchemyError) -> JSONResponse:
+        notice = database_outage_notice(request.app.state.engine, error)
+        if notice is None:
+            return _unexpected(request, error)
+        if notice.outage_began:
+            log.warning("%s %s: %s", request.method, request.url.path, notice.message)
+        return error_response(503, notice.message, headers={"Retry-After": str(notice.retry_after)})
+
     @app.exception_handler(Exception)
     async def _bug(request: Request, error: Exception) -> JSONResponse:
-        request_id = uuid.uuid4().hex[:12]
-        log.exception("Unexpected error on %s %s (request %s)", request.method, request.url.path, request_id)
-        return error_response(
-            500, f"Styrmin hit an unexpected error; the server log has details under request id {request_id}."
-        )
+        return _unexpected(request, error)
+
+
+def _unexpected(request: Request, error: Exception) -> JSONResponse:
+    """A bug's answer: 500 with a request id, under which the log has the traceback."""
+    request_id = uuid.uuid4().hex[:12]
+    log.error(
+        "Unexpected error on %s %s (request %s)", request.method, request.url.path, request_id, exc_info=error
+    )
+    return error_response(
+        500, f"Styrmin hit an unexpected error; the server log has details under request id {request_id}."
+    )
 
 
 def _allowed_methods(app: FastAPI, path: str) -> list[str]:

@@ -23,6 +23,7 @@ from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import SECRET_SET, conceal_configuration
 from styrmin_backend.domain.status import DeploymentStatus, Status
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
+from styrmin_backend.domain.waiting import WaitReason
 from styrmin_backend.drivers import (
     ActionSummary,
     ComponentSummary,
@@ -273,6 +274,15 @@ class DeploymentOut(Answer):
 # --- tasks -------------------------------------------------------------------------------------
 
 
+class WaitingOut(Answer):
+    reason: WaitReason = Field(
+        description="no-agent (no agent of its cluster is connected), slots-taken (every slot of its "
+        "cluster's agents is taken) or helm-operation (it waits for another task's Helm operation)."
+    )
+    message: str = Field(description="Why it waits, as a sentence.")
+    task_id: int | None = Field(description="For helm-operation: the task whose Helm operation it waits for.")
+
+
 class TaskSummary(Answer):
     id: int
     type: TaskType
@@ -285,6 +295,19 @@ class TaskSummary(Answer):
     ended_at: datetime | None
     error: str | None
     parent_task_id: int | None
+    cancelled_by: str | None = Field(
+        default=None, description="Who cancelled the task; null unless cancelled."
+    )
+    cancelled_at: datetime | None = None
+    stopped_at: datetime | None = Field(
+        default=None,
+        description="For a cancelled task: when its work stopped (its agent stopped the running action); "
+        "null while the agent still stops it.",
+    )
+    waiting: WaitingOut | None = Field(
+        default=None,
+        description="Why a pending task has not started, or a running one waits; null otherwise.",
+    )
 
 
 class ChangeOut(BaseModel):

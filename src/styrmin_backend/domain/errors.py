@@ -35,6 +35,15 @@ class Conflict(DomainError):
     http_status: ClassVar[int] = 409
 
 
+class TaskCancelled(DomainError):
+    """The task an agent works on was cancelled: the agent stops its work and leaves the cluster as it is.
+
+    Its own status (410 Gone), so that an agent tells it from the 409 of a task it no longer holds.
+    """
+
+    http_status: ClassVar[int] = 410
+
+
 class Refused(DomainError):
     """The request is understood but the product refuses it (e.g. a built-in user's password)."""
 

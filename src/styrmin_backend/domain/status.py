@@ -112,7 +112,7 @@ def deployment_status(facts: StatusFacts) -> Status:
     failures = [
         (c, state)
         for c in latest
-        if c.status is TaskStatus.FAILED
+        if c.status.unsuccessful
         and c.task_id > restored_after
         and (state := _FAILED.get(c.type, DeploymentStatus.FAILED)) is not None
     ]
@@ -140,16 +140,15 @@ def _runs(facts: StatusFacts) -> str:
 
 
 def _failure_reason(change: LatestChange, facts: StatusFacts) -> str:
+    ended = "was cancelled" if change.status is TaskStatus.CANCELLED else "failed"
     if change.type is TaskType.UPGRADE:
         wanted = change.to_app_version or facts.wanted.app
         runs = f"the cluster runs {_runs(facts)}" if facts.running else "nothing was applied"
         return (
-            f"The upgrade to {wanted} failed (task #{change.task_id}); {runs}. "
+            f"The upgrade to {wanted} {ended} (task #{change.task_id}); {runs}. "
             "Retry the task or request the upgrade again."
         )
-    return (
-        f"The {change.type.value} change failed (task #{change.task_id}). Retry the task or request it again."
-    )
+    return f"The {change.type.value} change {ended} (task #{change.task_id}). Retry the task or request it again."
 
 
 class UpgradeDecision(StrEnum):
@@ -177,12 +176,13 @@ def decide_upgrade(target: Versions, facts: StatusFacts) -> UpgradeDecision:
 
 
 def retry_refusal(task: LatestChange, latest: LatestChange | None) -> str | None:
-    """Why ``task`` cannot be retried (None when it can): only the latest failed task of its type may be.
+    """Why ``task`` cannot be retried (None when it can): only the latest failed or cancelled task of its
+    type may be.
 
     ``latest`` is the latest requested task of the same type for the same deployment.
     """
-    if task.status is not TaskStatus.FAILED:
-        return f"Task {task.task_id} is {task.status.value}; only a failed task can be retried."
+    if not task.status.unsuccessful:
+        return f"Task {task.task_id} is {task.status.value}; only a failed or cancelled task can be retried."
     if latest is not None and latest.task_id != task.task_id:
         return (
             f"Task {task.task_id} is not the latest {task.type.value} task of its deployment (task "

@@ -31,17 +31,24 @@ class TaskStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLED = "cancelled"
+    """Ended because a user (or the Prefect UI) cancelled it; the cluster was left as it was."""
 
     @property
     def ended(self) -> bool:
-        """Whether the task has ended (succeeded or failed)."""
+        """Whether the task has ended (succeeded, failed or cancelled)."""
         return self in _ENDED
+
+    @property
+    def unsuccessful(self) -> bool:
+        """Whether it ended without succeeding (failed or cancelled): a retry may follow."""
+        return self in (TaskStatus.FAILED, TaskStatus.CANCELLED)
 
 
 StepStatus = TaskStatus
 """Steps move through the same statuses as tasks."""
 
-_ENDED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED})
+_ENDED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED})
 
 
 @dataclass
@@ -73,6 +80,10 @@ class Step:
         """End the step as failed with ``error``."""
         self._end(StepStatus.FAILED, now)
         self.error = error
+
+    def cancel(self, now: datetime) -> None:
+        """End the step as cancelled (its task was cancelled while it ran or waited)."""
+        self._end(StepStatus.CANCELLED, now)
 
     def _end(self, status: StepStatus, now: datetime) -> None:
         if self.status.ended:
@@ -117,6 +128,17 @@ class Task:
         """End the task as failed with ``error``."""
         self._end(TaskStatus.FAILED, now)
         self.error = error
+
+    def cancel(self, now: datetime) -> None:
+        """End the task as cancelled, with every step not yet ended; a task ends once."""
+        if self.status.ended:
+            raise InvalidTransition(
+                f"The task already ended as {self.status}; only a task not ended can be cancelled."
+            )
+        for step in self.steps:
+            if not step.status.ended:
+                step.cancel(now)
+        self._end(TaskStatus.CANCELLED, now)
 
     def _end(self, status: TaskStatus, now: datetime) -> None:
         if self.status.ended:

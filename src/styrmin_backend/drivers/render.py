@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ from styrmin_drivers.spec import DriverSpec
 _RENDERED_FOLDER = "rendered"
 _YamlDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 """libyaml's safe dumper when PyYAML has it (the same YAML, several times faster), else the pure one."""
+REPLICAS_ANNOTATION = "styrmin.io/configured-replicas"
+"""Set on each component workload the agent applies: its replicas as the chart renders them (a start
+brings a stopped component back to them)."""
 SECRET_CHECKSUM_ANNOTATION = "styrmin.io/secret-env-checksum"  # noqa: S105 - a name
 """Pod template annotation: a digest of the component's secret env vars (a change rolls pods out)."""
 _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
@@ -197,6 +201,26 @@ def apply_configuration(
     return result
 
 
+def set_component_replicas(
+    manifests: list[dict[str, Any]], spec: DriverSpec, release_name: str, stopped: Collection[str]
+) -> None:
+    """Record on each component workload in ``manifests`` its configured replicas (the chart's), and
+    set the stopped components to zero replicas, in place."""
+    for component in spec.spec.components:
+        workload = find_workload(manifests, component, release_name)
+        if workload is None:
+            continue
+        body = workload.setdefault("spec", {})
+        configured = int(body.get("replicas", 1))
+        metadata = workload.setdefault("metadata", {})
+        metadata["annotations"] = {
+            **(metadata.get("annotations") or {}),
+            REPLICAS_ANNOTATION: str(configured),
+        }
+        if component.name in stopped:
+            body["replicas"] = 0
+
+
 def env_secret_name(release_name: str) -> str:
     """The Secret that holds a deployment's secret env vars, installed and removed with its release."""
     return f"{release_name}-styrmin-env"
@@ -241,8 +265,12 @@ def render_deployment(
     *,
     helm_config: helm.Config | None = None,
     is_upgrade: bool = False,
+    stopped_components: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """The manifests of a deployment: the chart rendered by Helm with its configuration applied.
+
+    Each component workload records its configured replicas (:data:`REPLICAS_ANNOTATION`), and
+    ``stopped_components`` are at zero replicas: what the agent applies.
 
     Raises:
         ConfigurationError: if the configuration names a component the driver does not have.
@@ -258,7 +286,9 @@ def render_deployment(
         helm_config=helm_config,
         is_upgrade=is_upgrade,
     )
-    return apply_configuration(manifests, spec, release_name, configuration, app_version)
+    configured = apply_configuration(manifests, spec, release_name, configuration, app_version)
+    set_component_replicas(configured, spec, release_name, stopped_components)
+    return configured
 
 
 def prepare_install_chart(
@@ -272,13 +302,15 @@ def prepare_install_chart(
     *,
     helm_config: helm.Config | None = None,
     is_upgrade: bool = False,
+    stopped_components: Collection[str] = (),
 ) -> InstallChart:
     """Write into ``destination`` the chart that the agent installs or upgrades for a deployment.
 
     Its templates emit the manifests of :func:`render_deployment` verbatim (Helm hooks included),
     under the driver chart's name and version, with ``appVersion`` set to ``app_version``; its
     ``crds/`` holds the chart's CRDs. Pass ``InstallChart.path`` and ``InstallChart.values`` to
-    ``helm_python.Config.install`` or ``upgrade``.
+    ``helm_python.Config.install`` or ``upgrade``. Each component workload records its configured
+    replicas (:data:`REPLICAS_ANNOTATION`), and ``stopped_components`` are at zero replicas.
 
     Raises:
         ConfigurationError: if the configuration names a component the driver does not have.
@@ -291,6 +323,7 @@ def prepare_install_chart(
         )
         metadata, crds = chart.metadata, chart.crds
     manifests = apply_configuration(rendered, spec, release_name, configuration, app_version)
+    set_component_replicas(manifests, spec, release_name, stopped_components)
     metadata.pop("dependencies", None)
     metadata["appVersion"] = app_version
     destination.mkdir(parents=True, exist_ok=True)

@@ -5,30 +5,28 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import Exists, exists, or_, select, update
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
-from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound
+from styrmin_backend.domain import outages as outage_rules
+from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound, TaskCancelled
+from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
-from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.protocol import Change, ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
 from styrmin_backend.services.changes import claimed_change
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_token, new_token
-from styrmin_backend.services.task_models import Task
+from styrmin_backend.services.task_models import Step, Task
+from styrmin_backend.store.db import outages_of
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
 AGENT_KEY_PREFIX = "sta_"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,62}[a-z0-9])?$")
-AGENT_STOPPED_ERROR = (
-    "The agent stopped while it ran this task (its lease ran out at {at}); the work may be half done. "
-    "Look at the deployment, then request the change again."
-)
+AGENT_STOPPED_ERROR = outage_rules.AGENT_STOPPED_ERROR
 
 
 @dataclass(frozen=True)
@@ -117,8 +115,13 @@ def authenticate_agent(session: Session, key: str) -> AgentIdentity:
 
 
 def fail_expired_leases(session: Session, cluster: str) -> list[int]:
-    """End as failed every running task of ``cluster`` whose agent stopped renewing its lease."""
+    """End as failed every running task of ``cluster`` whose agent stopped renewing its lease.
+
+    A lease that ran out while this server could not reach the database is judged from the end of
+    that outage (``domain.outages.lease_ran_out``): no agent could renew then.
+    """
     now = utcnow()
+    outage = outages_of(session.get_bind()).last()  # type: ignore[arg-type]
     expired = session.scalars(
         select(TaskRow).where(
             TaskRow.cluster == cluster,
@@ -129,10 +132,10 @@ def fail_expired_leases(session: Session, cluster: str) -> list[int]:
     ended = []
     for task in expired:
         assert task.lease_expires_at is not None
-        if as_utc(task.lease_expires_at) > now:
+        expires_at = as_utc(task.lease_expires_at)
+        if not outage_rules.lease_ran_out(expires_at, now, outage):
             continue
-        error = AGENT_STOPPED_ERROR.format(at=as_utc(task.lease_expires_at).strftime("%Y-%m-%d %H:%M:%S UTC"))
-        _end(session, task, error=error, result=None)
+        _end(session, task, error=outage_rules.lease_expiry_error(expires_at, outage), result=None)
         ended.append(task.id)
     return ended
 
@@ -148,48 +151,31 @@ def claim_next_task(
     """Claim the next pending task of the agent's cluster, start it, and mint its actions token.
 
     Tasks started by an action come first, oldest first, then the other tasks, oldest first: the
-    task that started one is running and waits for it, so it must never wait behind new work. The
-    changes of one deployment run one at a time, in the order they were requested, except those that
-    the actions of a running change requested (linked or not): it may wait for them. An
-    agent whose slots are all taken asks with ``started_by_actions_only`` and runs them beside its
-    slots (see docs/agent.md).
+    task that started one is running and waits for it, so it must never wait behind new work. Each
+    change runs as its own workflow as soon as a slot is free, beside the other changes of its
+    deployment: only their Helm operations take turns (see :func:`acquire_helm_lock`). An agent
+    whose slots are all taken asks with ``started_by_actions_only`` and runs those beside its slots
+    (see docs/agent.md).
     """
     # An idle claim (an agent long-polls several times a second) only reads: on SQLite every write
     # takes the one write lock, and a write per poll starved lease renewals and step writes.
     fail_expired_leases(session, agent.cluster)
     _record_seen(session, agent)
-    # What the actions of a running change asked for runs beside it: that change may wait for it.
-    beside_running_change = or_(TaskRow.parent_task_id.is_not(None), TaskRow.requested_by == ACTIONS_USERNAME)
-    pending = select(TaskRow.id, TaskRow.deployment_id, beside_running_change).where(
-        TaskRow.cluster == agent.cluster,
-        TaskRow.status == TaskStatus.PENDING.value,
-        or_(beside_running_change, ~_change_running(TaskRow.deployment_id)),
+    pending = select(TaskRow.id).where(
+        TaskRow.cluster == agent.cluster, TaskRow.status == TaskStatus.PENDING.value
     )
     if started_by_actions_only:
         pending = pending.where(TaskRow.parent_task_id.is_not(None))
-    candidates = session.execute(
+    candidates = session.scalars(
         pending.order_by(TaskRow.parent_task_id.is_(None), TaskRow.id).limit(20)
     ).all()
-    for task_id, deployment_id, runs_beside in candidates:
-        claimable = [TaskRow.id == task_id, TaskRow.status == TaskStatus.PENDING.value]
-        if not runs_beside:
-            # One change of a deployment runs at a time (Helm allows one operation on a release).
-            # On PostgreSQL, two claims of one deployment's changes take turns on its row, so the
-            # second sees the first's task running; a claim never waits for it (no deadlock).
-            # SQLite runs one write at a time: the UPDATE below is the check.
-            if deployment_id is not None and (
-                session.scalar(
-                    select(DeploymentRow.id)
-                    .where(DeploymentRow.id == deployment_id)
-                    .with_for_update(skip_locked=True)
-                )
-                is None
-            ):
-                continue
-            claimable.append(~_change_running(deployment_id))
-        # A conditional update claims it: of two agents racing, exactly one changes the row.
+    for task_id in candidates:
+        # A conditional update claims it: of two agents racing, exactly one changes the row (the
+        # other's UPDATE waits for the first's transaction on PostgreSQL, then matches nothing).
         claimed = session.execute(
-            update(TaskRow).where(*claimable).values(claimed_by=agent.id, lease_expires_at=utcnow() + lease)
+            update(TaskRow)
+            .where(TaskRow.id == task_id, TaskRow.status == TaskStatus.PENDING.value)
+            .values(claimed_by=agent.id, lease_expires_at=utcnow() + lease)
         )
         if claimed.rowcount != 1:  # type: ignore[attr-defined]
             continue
@@ -212,16 +198,6 @@ def claim_next_task(
     return None
 
 
-def _change_running(deployment_id: Any) -> Exists:
-    """Whether a change of ``deployment_id`` (a task no action started) is running now."""
-    other = aliased(TaskRow)
-    return exists().where(
-        other.deployment_id == deployment_id,
-        other.status == TaskStatus.RUNNING.value,
-        other.parent_task_id.is_(None),
-    )
-
-
 _SEEN_EVERY = timedelta(seconds=10)
 """How often a polling agent's ``last_seen_at`` is written (the Agents page counts 60 s as connected)."""
 
@@ -239,6 +215,12 @@ def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
     task = session.get(TaskRow, task_id)
     if task is None:
         raise NotFound(f"There is no task {task_id}.", field="task_id")
+    if task.status == TaskStatus.CANCELLED.value and task.claimed_by == agent.id:
+        raise TaskCancelled(
+            f"Task {task_id} was cancelled{f' by {task.cancelled_by}' if task.cancelled_by else ''}; "
+            "stop its running action and leave the cluster as it is.",
+            field="task_id",
+        )
     if task.claimed_by != agent.id or task.status != TaskStatus.RUNNING.value:
         raise Conflict(
             f"Task {task_id} is {task.status} and not held by agent {agent.name}; stop working on it.",
@@ -280,7 +262,22 @@ def end_claimed_task(
 
     With ``components``, also records the deployment's component workloads as the agent saw them
     at the task's end, in the same transaction (one call of the agent instead of two).
+
+    Safe to send again: a task this agent ran that has ended already is answered as it is, except
+    that when its lease ran out before the agent's end arrived, the agent's account replaces the
+    lease's (it knows why the task failed; the lease only knew it went quiet). A cancelled task is
+    answered as cancelled (``held_task``), so that the agent stops its work.
     """
+    task = session.get(TaskRow, task_id)
+    if (
+        task is not None
+        and task.claimed_by == agent.id
+        and task.status not in (TaskStatus.RUNNING.value, TaskStatus.CANCELLED.value)
+    ):
+        if task.status == TaskStatus.FAILED.value and outage_rules.ended_by_lease_expiry(task.error):
+            late = outage_rules.AGENT_LATE_SUCCESS_NOTE.format(at=outage_rules.when(utcnow()))
+            task.error = redact(error) if error is not None else f"{task.error}{late}"
+        return Task.model_validate(task)
     task = held_task(session, agent, task_id)
     if components is not None and task.deployment_id is not None:
         deployment = session.get(DeploymentRow, task.deployment_id)
@@ -288,6 +285,38 @@ def end_claimed_task(
             _record_components(deployment, components)
     _end(session, task, error=error, result=dict(result) if result else None)
     return Task.model_validate(task)
+
+
+def add_held_task_step(session: Session, agent: AgentIdentity, task_id: int, name: str) -> Step:
+    """Start step ``name`` of a task the agent holds; safe to send again.
+
+    A retried call whose first answer was lost finds the step it made still running, last: that
+    step is answered, so the task never records the step twice.
+    """
+    held_task(session, agent, task_id)
+    last = session.scalars(
+        select(StepRow).where(StepRow.task_id == task_id).order_by(StepRow.position.desc()).limit(1)
+    ).first()
+    if last is not None and last.name == name and last.status == StepStatus.RUNNING.value:
+        return Step.model_validate(last)
+    return workflow.add_step(session, task_id, name)
+
+
+def end_held_step(session: Session, agent: AgentIdentity, step_id: int, error: str | None) -> Step:
+    """End a step of a task the agent holds; a step ended already is answered as it is (a retry)."""
+    held_task(session, agent, workflow.task_of_step(session, step_id))
+    row = session.get(StepRow, step_id)
+    if row is not None and row.ended_at is not None:
+        return Step.model_validate(row)
+    return workflow.end_step(session, step_id, error=error)
+
+
+def add_note_once(session: Session, step_id: int, note: str) -> Step:
+    """Add ``note`` to a step unless it is the step's last note already (a retried call)."""
+    row = session.get(StepRow, step_id)
+    if row is not None and row.notes and row.notes[-1] == redact(note):
+        return Step.model_validate(row)
+    return workflow.add_step_note(session, step_id, note)
 
 
 def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str, object] | None) -> None:

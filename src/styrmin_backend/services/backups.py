@@ -257,12 +257,12 @@ def way_back(session: Session, task_id: int) -> WayBack | None:
     backup = None
     if (
         task.type == TaskType.UPGRADE.value
-        and task.status == TaskStatus.FAILED.value
+        and TaskStatus(task.status).unsuccessful
         and task.deployment_id is not None
     ):
         row = backup_before_upgrade(session, task)
         backup = Backup.model_validate(row) if row is not None else None
-    ended = task.status in (TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value)
+    ended = TaskStatus(task.status).ended
     return WayBack(task.deployment_name, backup, ended)
 
 

@@ -109,7 +109,7 @@ def record_task_end(session: Session, task: TaskRow) -> None:
         select(TaskRow.id).where(
             TaskRow.deployment_id == deployment.id,
             TaskRow.revision > task.revision,
-            TaskRow.status.in_([TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value]),
+            TaskRow.status.in_([status.value for status in TaskStatus if status.ended]),
             or_(TaskRow.parent_task_id.is_(None), TaskRow.parent_task_id != task.id),
         )
     ).first()

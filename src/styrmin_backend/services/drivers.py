@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -145,6 +145,15 @@ def _check_slot() -> Iterator[None]:
         yield
     finally:
         _check_slots.release()
+
+
+def driver_check_slot() -> AbstractContextManager[None]:
+    """One of this server's driver check slots, which previews' renders share with pushes.
+
+    Raises:
+        DriverChecksBusy: when this server already runs its most checks at once.
+    """
+    return _check_slot()
 
 
 def validate_archive(data: bytes) -> DriverReport:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from styrmin_backend.domain.waiting import Waiting
 from styrmin_backend.services.read_model import ReadModel
 
 
@@ -30,6 +31,12 @@ class Task(ReadModel):
     claimed_by: int | None
     lease_expires_at: datetime | None
     actions_token_id: int | None
+    cancelled_by: str | None = None
+    cancelled_at: datetime | None = None
+    stopped_at: datetime | None = None
+    waits_for_helm_of_task_id: int | None = None
+    waiting: Waiting | None = None
+    """Why it waits (see ``domain.waiting``), when the read asked for it; None otherwise."""
 
 
 class Step(ReadModel):

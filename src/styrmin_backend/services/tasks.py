@@ -5,14 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import NotAllowed, NotFound
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.domain.waiting import CONNECTED_WITHIN, why_task_waits
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.services.task_models import Step, Task
-from styrmin_backend.store.models import ChangeRow, DeploymentRow, StepRow, TaskRow
+from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 from styrmin_backend.store.wakeups import ANY, TASK_ENDED, Mark
 
 MAX_PAGE_SIZE = 500
@@ -81,9 +83,52 @@ def list_tasks(
         query = query.where(TaskRow.id < before)
     rows = list(session.scalars(query))
     size = min(limit, MAX_PAGE_SIZE)
-    if len(rows) > size:
-        return TaskPage([Task.model_validate(row) for row in rows[:size]], rows[size - 1].id)
-    return TaskPage([Task.model_validate(row) for row in rows], None)
+    items = with_waiting(session, [Task.model_validate(row) for row in rows[:size]])
+    return TaskPage(items, rows[size - 1].id if len(rows) > size else None)
+
+
+def with_waiting(session: Session, items: list[Task]) -> list[Task]:
+    """``items``, each pending or running one with why it waits (``domain.waiting``)."""
+    clusters = {task.cluster for task in items if task.status in (TaskStatus.PENDING, TaskStatus.RUNNING)}
+    if not clusters:
+        return items
+    since = utcnow() - CONNECTED_WITHIN
+    connected: dict[str, int] = {
+        cluster: count
+        for cluster, count in session.execute(
+            select(AgentRow.cluster, func.count())
+            .where(
+                AgentRow.cluster.in_(clusters), AgentRow.revoked_at.is_(None), AgentRow.last_seen_at >= since
+            )
+            .group_by(AgentRow.cluster)
+        )
+    }
+    running: dict[str, int] = {
+        cluster: count
+        for cluster, count in session.execute(
+            select(TaskRow.cluster, func.count())
+            .where(
+                TaskRow.cluster.in_(clusters),
+                TaskRow.status == TaskStatus.RUNNING.value,
+                TaskRow.parent_task_id.is_(None),
+            )
+            .group_by(TaskRow.cluster)
+        )
+    }
+    return [
+        task.model_copy(
+            update={
+                "waiting": why_task_waits(
+                    TaskStatus(task.status),
+                    task.cluster,
+                    agents_connected=connected.get(task.cluster, 0),
+                    tasks_running=running.get(task.cluster, 0),
+                    helm_of_task_id=task.waits_for_helm_of_task_id,
+                )
+            }
+        )
+        for task in items
+    ]
 
 
 def get_task_detail(session: Session, task_id: int) -> TaskDetail:
@@ -110,7 +155,10 @@ def get_task_detail(session: Session, task_id: int) -> TaskDetail:
         if found is not None:
             started_by = StartedBy(task.parent_task_id, found.type, task.parent_step_id, found.name)
     return TaskDetail(
-        Task.model_validate(task), [Step.model_validate(step) for step in steps], started, started_by
+        with_waiting(session, [Task.model_validate(task)])[0],
+        [Step.model_validate(step) for step in steps],
+        started,
+        started_by,
     )
 
 

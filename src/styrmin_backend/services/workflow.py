@@ -157,8 +157,38 @@ def end_task(
         task.succeed(utcnow())
     else:
         task.fail(utcnow(), redact(error))
+    children = _child_results(session, task_id, steps)
+    row.status, row.started_at, row.ended_at, row.error = (
+        task.status.value,
+        task.started_at,
+        task.ended_at,
+        task.error,
+    )
+    row.result = rollup_result(result, children)
+    return row
+
+
+def cancel_task(session: Session, task_id: int, *, error: str, by: str) -> TaskRow:
+    """End a task not yet ended as cancelled by ``by``, with its steps not yet ended; raises
+    InvalidTransition when it has ended. Its result lists the tasks it started, as at any end."""
+    row = _task_row(session, task_id)
+    steps = _steps_of(session, task_id)
+    task = _task(row, steps)
+    now = utcnow()
+    task.cancel(now)
+    for step, step_row in zip(task.steps, steps, strict=True):
+        _write_step(step, step_row)
+    row.status, row.started_at, row.ended_at = task.status.value, task.started_at, task.ended_at
+    row.error = redact(error)
+    row.cancelled_by, row.cancelled_at = by, now
+    row.waits_for_helm_of_task_id = None
+    row.result = rollup_result(row.result, _child_results(session, task_id, steps))
+    return row
+
+
+def _child_results(session: Session, task_id: int, steps: list[StepRow]) -> list[ChildTaskResult]:
     names = {s.id: s.name for s in steps}
-    children = [
+    return [
         ChildTaskResult(
             task_id=child.id,
             type=TaskType(child.type),
@@ -170,14 +200,6 @@ def end_task(
             select(TaskRow).where(TaskRow.parent_task_id == task_id).order_by(TaskRow.id)
         )
     ]
-    row.status, row.started_at, row.ended_at, row.error = (
-        task.status.value,
-        task.started_at,
-        task.ended_at,
-        task.error,
-    )
-    row.result = rollup_result(result, children)
-    return row
 
 
 def set_step_flow_run(session: Session, step_id: int, flow_run_id: str) -> StepRow:

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.orm import Session, sessionmaker
+
+from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.outages import DATABASE, Outage
+
+_CONNECT_TIMEOUT_SECONDS = 10
 
 _SQLITE_CONNECTIONS = 48
 """At least the server's worker threads (anyio's default 40) plus the agent's own calls' threads."""
@@ -31,9 +41,111 @@ def make_engine(url: str, *, wait_seconds: float = 30.0) -> Engine:
             pool_timeout=2 * wait_seconds,
         )
         event.listen(engine, "connect", _configure_sqlite)
-        return engine
-    # No pre-ping: it costs a round trip per request; recycle connections instead.
-    return create_engine(url, pool_size=10, max_overflow=20, pool_recycle=1800, pool_timeout=wait_seconds)
+    else:
+        # No pre-ping: it costs a round trip per request; recycle connections instead.
+        # A database host that does not answer at all (a network partition) fails a connection in
+        # 10 s, so the request gets its 503 then rather than waiting on TCP's own timeout.
+        engine = create_engine(
+            url,
+            pool_size=10,
+            max_overflow=20,
+            pool_recycle=1800,
+            pool_timeout=wait_seconds,
+            connect_args={"connect_timeout": _CONNECT_TIMEOUT_SECONDS},
+        )
+    _watch_outages(engine)
+    return engine
+
+
+_UNAVAILABLE = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.DisconnectionError,
+    sa_exc.TimeoutError,
+)
+
+
+def database_unavailable(error: BaseException) -> bool:
+    """Whether ``error`` says the database cannot be reached or cannot serve now (not the request's
+    fault, nor a bug): a refused or lost connection, a database shutting down, no free connection."""
+    if isinstance(error, _UNAVAILABLE):
+        return True
+    return isinstance(error, sa_exc.DBAPIError) and bool(error.connection_invalidated)
+
+
+_SAME_OUTAGE = timedelta(seconds=10)
+"""Failures this close to the last one belong to the same outage."""
+
+
+class DatabaseOutages:
+    """What one server saw of its database's outages: when the current or last one began and when
+    its last failure was. Each server process keeps its own (no database to keep it in, then)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: datetime | None = None
+        self._until: datetime | None = None
+        self._away = False
+
+    def record_failure(self, at: datetime | None = None) -> bool:
+        """Note a call that the database could not serve (now, or ``at``); returns whether an
+        outage began with it."""
+        now = at or utcnow()
+        with self._lock:
+            # Stale pooled connections still fail for a moment after a reconnect: the same outage.
+            fresh = self._until is None or now - self._until > _SAME_OUTAGE
+            began = self._since is None or (not self._away and fresh)
+            if began:
+                self._since = now
+            self._away, self._until = True, now
+        return began
+
+    def record_connected(self) -> None:
+        """Note a new connection to the database: an outage in course is over."""
+        if self._away:
+            with self._lock:
+                self._away = False
+
+    def clear(self) -> None:
+        """Forget every outage seen (a test's, once it is over)."""
+        with self._lock:
+            self._since = self._until = None
+            self._away = False
+
+    @property
+    def away(self) -> bool:
+        """Whether the last thing seen of the database was a failure."""
+        return self._away
+
+    def last(self) -> Outage | None:
+        """The current or last outage (its ``until`` is its latest failure), or None if none was seen."""
+        with self._lock:
+            if self._since is None or self._until is None:
+                return None
+            return Outage(DATABASE, self._since, self._until)
+
+
+_outages: weakref.WeakKeyDictionary[Engine, DatabaseOutages] = weakref.WeakKeyDictionary()
+
+
+def outages_of(engine: Engine) -> DatabaseOutages:
+    """The outages seen through ``engine`` (empty for an engine that :func:`make_engine` did not make)."""
+    if engine not in _outages:
+        _outages[engine] = DatabaseOutages()
+    return _outages[engine]
+
+
+def _watch_outages(engine: Engine) -> None:
+    outages = outages_of(engine)
+
+    def on_error(context: ExceptionContext) -> None:
+        if context.is_disconnect or database_unavailable(
+            context.sqlalchemy_exception or context.original_exception
+        ):
+            outages.record_failure()
+
+    event.listen(engine, "handle_error", on_error)
+    event.listen(engine, "connect", lambda _connection, _record: outages.record_connected())
 
 
 def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:

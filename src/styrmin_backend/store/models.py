@@ -176,6 +176,29 @@ class TaskRow(Base):
     claimed_by: Mapped[int | None] = mapped_column(ForeignKey("agents.id", ondelete="SET NULL"))
     lease_expires_at: Mapped[datetime | None]
     actions_token_id: Mapped[int | None] = mapped_column(Id)
+    cancelled_by: Mapped[str | None] = mapped_column(String(64))
+    cancelled_at: Mapped[datetime | None]
+    # For a cancelled task: when its work stopped (at once for a pending one; when its agent said so).
+    stopped_at: Mapped[datetime | None]
+    # While a running task waits for the Helm operation of another task on its release: that task.
+    waits_for_helm_of_task_id: Mapped[int | None] = mapped_column(Id)
+
+
+class HelmLockRow(Base):
+    """The Helm operation running now on one release: Helm allows one at a time per release.
+
+    Held by a task (through its agent) for as long as the operation lasts, with a lease its agent
+    renews; a lock whose lease ran out (its agent crashed) is free.
+    """
+
+    __tablename__ = "helm_locks"
+
+    release_key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    deployment_name: Mapped[str] = mapped_column(String(53))
+    holder_task_id: Mapped[int] = mapped_column(Id)
+    holder_agent_id: Mapped[int] = mapped_column(Id)
+    acquired_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
 
 
 class StepRow(Base):

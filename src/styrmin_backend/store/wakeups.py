@@ -32,7 +32,7 @@ ANY = ""
 CLAIMABLE_CHANNEL = "styrmin_task_claimable"
 """PostgreSQL's channel of :data:`TASK_CLAIMABLE`; the payload is the cluster."""
 
-_ENDED = frozenset({TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value})
+_ENDED = frozenset(status.value for status in TaskStatus if status.ended)
 
 
 class Mark:

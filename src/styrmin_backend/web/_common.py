@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
@@ -25,8 +26,10 @@ from styrmin_backend.domain.errors import (
     DomainError,
     NotAuthenticated,
 )
+from styrmin_backend.domain.hooks import HOOK_STEP_NAMES
 from styrmin_backend.domain.roles import Role, role_allows
 from styrmin_backend.services import auth
+from styrmin_backend.services.outages import database_outage_notice
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.web import _format
 
@@ -49,7 +52,9 @@ templates.env.filters.update(
     status_label=_format.status_label,
     yaml=_format.as_yaml,
 )
-templates.env.globals.update(CSRF_FIELD=CSRF_FIELD, CONFIRMED_FIELD=CONFIRMED_FIELD)
+templates.env.globals.update(
+    CSRF_FIELD=CSRF_FIELD, CONFIRMED_FIELD=CONFIRMED_FIELD, HOOK_STEP_NAMES=HOOK_STEP_NAMES
+)
 
 # Inline styles are allowed for the timeline bars' widths (and htmx's indicator style); scripts are not.
 _SECURITY_HEADERS = {
@@ -206,8 +211,12 @@ def confirm_page(
     hidden: dict[str, Any] | None = None,
     danger: bool = False,
     section: str = "deployments",
+    back: str = "Cancel",
+    preview: Any = None,
 ) -> HTMLResponse:
-    """The page asking to confirm a change: what it will do, and a button that posts ``hidden`` again."""
+    """The page asking to confirm a change: what it will do (with its ``preview``, a
+    ``services.preview.Preview``, when there is one), a button that posts ``hidden`` again, and a
+    link (``back``) to ``cancel`` that changes nothing."""
     return render(
         request,
         "confirm.html",
@@ -218,8 +227,10 @@ def confirm_page(
         hidden=hidden or {},
         button=button,
         cancel=cancel,
+        back=back,
         danger=danger,
         section=section,
+        preview=preview,
     )
 
 
@@ -301,6 +312,15 @@ class WebRoute(APIRoute):
                 status = status_of(error)
                 title = "Not found" if status == 404 else "The request was refused"
                 return render(request, "error.html", None, status, title=title, message=error.message)
+            except SQLAlchemyError as error:
+                notice = database_outage_notice(request.app.state.engine, error)
+                if notice is None:
+                    raise  # a bug: the app's handler answers 500 with a request id
+                page = render(
+                    request, "error.html", None, 503, title="Styrmin cannot serve now", message=notice.message
+                )
+                page.headers["Retry-After"] = str(notice.retry_after)
+                return page
 
         return handle
 

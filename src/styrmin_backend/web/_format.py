@@ -13,7 +13,7 @@ from styrmin_backend.clock import as_utc, utcnow
 # Every status is told by a word and a symbol as well as a colour. A task's "running" is work in
 # progress; a deployment's "running" is the healthy state.
 _ICONS = {
-    "task": {"pending": "○", "running": "◐", "succeeded": "✓", "failed": "✗"},
+    "task": {"pending": "○", "running": "◐", "succeeded": "✓", "failed": "✗", "cancelled": "⊘"},
     "deployment": {
         "pending": "○",
         "deploying": "◐",

@@ -12,6 +12,7 @@ from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import NotFound
 from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.domain.status import ComponentState, Status, component_state
+from styrmin_backend.domain.tasks import TaskStatus
 from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec
 from styrmin_backend.services import changes, deployment_status, drivers, tasks
 from styrmin_backend.services.deployment_models import Deployment
@@ -47,13 +48,18 @@ class TaskView:
     started_by: StartedBy | None
     steps: list[StepView]
     seconds: float | None
-    retry_refusal: str | None = "Only a failed task can be retried."
+    retry_refusal: str | None = "Only a failed or cancelled task can be retried."
     """Why the task cannot be retried; None when it can (the page then offers "Retry…")."""
 
     @property
     def live(self) -> bool:
         """Whether the task can still change (the page then polls for its steps)."""
-        return self.task.status not in ("succeeded", "failed")
+        return not TaskStatus(self.task.status).ended
+
+    @property
+    def cancellable(self) -> bool:
+        """Whether the task can be cancelled (pending or running; the page then offers "Cancel task…")."""
+        return self.live
 
     @property
     def result_extra(self) -> dict[str, Any]:
@@ -110,8 +116,8 @@ def task_view(detail: TaskDetail, prefect_ui_url: str, retry_refusal: str | None
 def load_task_view(session: Session, task_id: int, prefect_ui_url: str) -> TaskView:
     """Task ``task_id`` as the task view shows it; raises NotFound."""
     detail = tasks.get_task_detail(session, task_id)
-    refusal: str | None = "Only a failed task can be retried."
-    if detail.task.status == "failed":
+    refusal: str | None = "Only a failed or cancelled task can be retried."
+    if TaskStatus(detail.task.status).unsuccessful:
         refusal = changes.retry_refused(session, detail.task)
     return task_view(detail, prefect_ui_url, refusal)
 

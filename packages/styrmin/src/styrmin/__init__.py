@@ -72,6 +72,7 @@ if TYPE_CHECKING:
         TaskSummary,
         TaskType,
         User,
+        Waiting,
         WhoAmI,
     )
 
@@ -129,6 +130,7 @@ _WHERE = {
     "URL_ENV": "styrmin._environment",
     "User": "styrmin.models",
     "ValidationError": "styrmin.errors",
+    "Waiting": "styrmin.models",
     "WaitTimeoutError": "styrmin.errors",
     "WhoAmI": "styrmin.models",
     "driver_archive": "styrmin._calls",
@@ -200,6 +202,7 @@ __all__ = [
     "User",
     "ValidationError",
     "WaitTimeoutError",
+    "Waiting",
     "WhoAmI",
     "driver_archive",
 ]

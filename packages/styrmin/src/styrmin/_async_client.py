@@ -9,30 +9,33 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
 from styrmin import _calls as calls
+from styrmin import _change_calls as change_calls
 from styrmin._calls import ConfigurationLike, DriverSource
 from styrmin._http import (
     API_PREFIX,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
-    RETRY_STATUSES,
     Call,
+    Retrying,
     build_headers,
     connection_error,
     next_page,
     read,
+    resolve_retry_seconds,
     resolve_token,
     resolve_url,
-    retry_delay,
 )
 from styrmin._wait import WaitState
+from styrmin.errors import StyrminError
 from styrmin.models import (
     Agent,
     AgentKey,
+    Applied,
     Backup,
     BackupChange,
     BackupLocation,
@@ -47,8 +50,12 @@ from styrmin.models import (
     DriverReport,
     IssuedToken,
     PasswordReset,
+    Preview,
+    Revision,
     Role,
+    Rollback,
     Task,
+    TaskLogs,
     TaskPage,
     TaskStatus,
     TaskSummary,
@@ -74,14 +81,16 @@ class AsyncClient:
         token: str | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT,
-        retries: int = DEFAULT_RETRIES,
+        retries: int | None = DEFAULT_RETRIES,
+        retry_seconds: float | None = None,
         verify: bool | str | ssl.SSLContext = True,
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.url = resolve_url(url)
         self.token = resolve_token(token)
-        self.retries = max(0, retries)
+        self.retries = None if retries is None else max(0, retries)
+        self.retry_seconds = resolve_retry_seconds(retry_seconds)
         self._headers = dict(headers or {})
         self._http = httpx.AsyncClient(
             base_url=self.url + API_PREFIX, timeout=timeout, verify=verify, transport=transport
@@ -110,8 +119,8 @@ class AsyncClient:
         await self._http.aclose()
 
     async def send(self, call: Call[T]) -> T:
-        """Send one call; reads are retried on connection errors and 502/503/504. A paged list is
-        read to its end, page by page."""
+        """Send one call; reads and idempotent writes are retried on connection errors and 502/503/504
+        for ``retry_seconds``. A paged list is read to its end, page by page."""
         result, response = await self._send_once(call)
         following = next_page(call, response)
         while following is not None:
@@ -121,10 +130,9 @@ class AsyncClient:
         return result
 
     async def _send_once(self, call: Call[T]) -> tuple[T, httpx.Response]:
-        attempt = 0
+        retrying = Retrying(call, self.url, self.retry_seconds, self.retries)
         while True:
-            attempt += 1
-            retry = call.retryable and attempt <= self.retries
+            retrying.attempt += 1
             try:
                 response = await self._http.request(
                     call.method,
@@ -135,14 +143,19 @@ class AsyncClient:
                     headers=build_headers(self.token, {**self._headers, **call.headers}),
                 )
             except httpx.TransportError as error:
-                if retry:
-                    await asyncio.sleep(retry_delay(attempt, None))
-                    continue
-                raise connection_error(self.url, error) from error
-            if retry and response.status_code in RETRY_STATUSES:
-                await asyncio.sleep(retry_delay(attempt, response))
+                delay = retrying.delay_after(error, None)
+                if delay is None:
+                    raise retrying.gave_up(connection_error(self.url, error)) from error
+                await asyncio.sleep(delay)
                 continue
-            return read(call, response, self.url), response
+            delay = retrying.delay_after(None, response)
+            if delay is not None:
+                await asyncio.sleep(delay)
+                continue
+            try:
+                return read(call, response, self.url), response
+            except StyrminError as error:
+                raise retrying.gave_up(error) from None
 
     # --- auth ----------------------------------------------------------------------------------
 
@@ -277,12 +290,59 @@ class AsyncDeployments:
         """Delete the deployment (the agent uninstalls it)."""
         return await self._client.send(calls.delete_deployment(name))
 
+    async def preview(self, name: str, change: str, **fields: Any) -> Preview:
+        """What a change would do, without recording it: ``change`` is create, upgrade, configure,
+        rollback or apply, ``fields`` that change's request fields (``app_version="2.0.0"``,
+        ``to_revision=3``, ...). The answer's ``refusal`` says what the real request would meet."""
+        return await self._client.send(
+            change_calls.preview(name, change_calls.preview_body(change, **fields))
+        )
+
+    async def history(self, name: str) -> builtins.list[Revision]:
+        """The deployment's revisions, newest first (configurations with secrets concealed)."""
+        return await self._client.send(change_calls.list_revisions(name))
+
+    async def revision(self, name: str, revision: int) -> Revision:
+        """One revision of the deployment."""
+        return await self._client.send(change_calls.get_revision(name, revision))
+
+    async def rollback(self, name: str, to_revision: int) -> Rollback:
+        """Request the change that brings back revision ``to_revision``'s versions and configuration."""
+        return await self._client.send(change_calls.rollback(name, to_revision))
+
+    async def apply(
+        self,
+        name: str,
+        *,
+        driver: str,
+        driver_version: str,
+        namespace: str | None = None,
+        cluster: str | None = None,
+        app_version: str | None = None,
+        configuration: ConfigurationLike | None = None,
+        stopped_components: Sequence[str] | None = None,
+    ) -> Applied:
+        """Make deployment ``name`` what the arguments say: create it, or request the change that gets
+        it there, or nothing (``outcome`` "unchanged"). Preview it with ``preview(name, "apply", ...)``."""
+        stopped = builtins.list(stopped_components) if stopped_components is not None else None
+        body = change_calls.desired_body(
+            driver, driver_version, namespace, cluster, app_version, configuration, stopped
+        )
+        return await self._client.send(change_calls.apply(name, body))
+
 
 class AsyncTasks:
     """Tasks: list, get, and wait until one ends."""
 
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
+
+    async def logs(
+        self, task_id: int, *, step: int | None = None, offset: int = 0, limit: int | None = None
+    ) -> TaskLogs:
+        """A page of the log lines of the task's actions (read from Prefect by the server) and the stored
+        output of their commands; pass ``next_offset`` as ``offset`` for the lines that follow."""
+        return await self._client.send(change_calls.task_logs(task_id, step, offset, limit))
 
     async def list(
         self,
@@ -330,6 +390,14 @@ class AsyncTasks:
         Only the latest task of its type for its deployment can be retried (ConflictError otherwise).
         """
         return await self._client.send(calls.retry_task(task_id))
+
+    async def cancel(self, task_id: int) -> Task:
+        """Cancel pending or running task ``task_id``; the answer is the task, ended as cancelled.
+
+        A running task's action is stopped and the tasks its actions started are cancelled too; the
+        cluster is left as it is. ConflictError once the task has ended.
+        """
+        return await self._client.send(calls.cancel_task(task_id))
 
     async def configuration(self, task_id: int) -> Configuration:
         """The configuration the task's change applies, secret values included.

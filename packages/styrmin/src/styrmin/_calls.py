@@ -201,8 +201,13 @@ def upgrade_deployment(
         body["app_version"] = app_version
     if driver_version is not None:
         body["driver_version"] = driver_version
+    # Idempotent (the seed's upgrade_deployment_version): again, it finds the deployment at that version.
     return Call(
-        "POST", f"/deployments/{_seg(name)}/upgrade", model(Change), json=_with_origin(body, started_by_step)
+        "POST",
+        f"/deployments/{_seg(name)}/upgrade",
+        model(Change),
+        json=_with_origin(body, started_by_step),
+        idempotent=True,
     )
 
 
@@ -219,7 +224,8 @@ def set_components(
         components = [components]
     verb = "start" if running else "stop"
     body = _with_origin({"components": list(components)}, started_by_step)
-    return Call("POST", f"/deployments/{_seg(name)}/{verb}", model(Change), json=body)
+    # Idempotent (the seed's stop_components and start_components): it asks for a state, not a step.
+    return Call("POST", f"/deployments/{_seg(name)}/{verb}", model(Change), json=body, idempotent=True)
 
 
 def delete_deployment(name: str) -> Call[Change]:
@@ -310,6 +316,10 @@ def get_task(task_id: int, wait_until_end: float = 0) -> Call[Task]:
 
 def retry_task(task_id: int) -> Call[Change]:
     return Call("POST", f"/tasks/{_seg(int(task_id))}/retry", model(Change))
+
+
+def cancel_task(task_id: int) -> Call[Task]:
+    return Call("POST", f"/tasks/{_seg(int(task_id))}/cancel", model(Task))
 
 
 def get_task_configuration(task_id: int) -> Call[Configuration]:

@@ -7,30 +7,33 @@ import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
 from styrmin import _calls as calls
+from styrmin import _change_calls as change_calls
 from styrmin._calls import ConfigurationLike, DriverSource
 from styrmin._http import (
     API_PREFIX,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
-    RETRY_STATUSES,
     Call,
+    Retrying,
     build_headers,
     connection_error,
     next_page,
     read,
+    resolve_retry_seconds,
     resolve_token,
     resolve_url,
-    retry_delay,
 )
 from styrmin._wait import WaitState
+from styrmin.errors import StyrminError
 from styrmin.models import (
     Agent,
     AgentKey,
+    Applied,
     Backup,
     BackupChange,
     BackupLocation,
@@ -45,8 +48,12 @@ from styrmin.models import (
     DriverReport,
     IssuedToken,
     PasswordReset,
+    Preview,
+    Revision,
     Role,
+    Rollback,
     Task,
+    TaskLogs,
     TaskPage,
     TaskStatus,
     TaskSummary,
@@ -62,9 +69,12 @@ ProgressCallback = Callable[[Task], None]
 class Client:
     """A client of the Styrmin API.
 
-    ``url`` defaults to ``STYRMIN_URL`` and ``token`` to ``STYRMIN_TOKEN``. Reads (GET) are retried
-    ``retries`` times on connection errors and 502/503/504; writes are never retried. Errors the
-    server answers raise :class:`styrmin.errors.APIError` subclasses carrying its message and status.
+    ``url`` defaults to ``STYRMIN_URL`` and ``token`` to ``STYRMIN_TOKEN``. Reads (GET) and the
+    idempotent writes (stopping, starting components, upgrading to a version) are retried on
+    connection errors and 502/503/504 for ``retry_seconds`` (default ``STYRMIN_RETRY_SECONDS``, else
+    90 s; at most ``retries`` times when given), with backoff and jitter; other writes are never
+    retried. Errors the server answers raise :class:`styrmin.errors.APIError` subclasses carrying its
+    message and status.
 
     >>> with Client("http://127.0.0.1:8080", token="...") as client:  # doctest: +SKIP
     ...     change = client.deployments.upgrade("shop", app_version="2.0")
@@ -77,14 +87,16 @@ class Client:
         token: str | None = None,
         *,
         timeout: float = DEFAULT_TIMEOUT,
-        retries: int = DEFAULT_RETRIES,
+        retries: int | None = DEFAULT_RETRIES,
+        retry_seconds: float | None = None,
         verify: bool | str | ssl.SSLContext = True,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = resolve_url(url)
         self.token = resolve_token(token)
-        self.retries = max(0, retries)
+        self.retries = None if retries is None else max(0, retries)
+        self.retry_seconds = resolve_retry_seconds(retry_seconds)
         self._headers = dict(headers or {})
         self._http = httpx.Client(
             base_url=self.url + API_PREFIX, timeout=timeout, verify=verify, transport=transport
@@ -113,8 +125,8 @@ class Client:
         self._http.close()
 
     def send(self, call: Call[T]) -> T:
-        """Send one call; reads are retried on connection errors and 502/503/504. A paged list is
-        read to its end, page by page."""
+        """Send one call; reads and idempotent writes are retried on connection errors and 502/503/504
+        for ``retry_seconds``. A paged list is read to its end, page by page."""
         result, response = self._send_once(call)
         following = next_page(call, response)
         while following is not None:
@@ -124,10 +136,9 @@ class Client:
         return result
 
     def _send_once(self, call: Call[T]) -> tuple[T, httpx.Response]:
-        attempt = 0
+        retrying = Retrying(call, self.url, self.retry_seconds, self.retries)
         while True:
-            attempt += 1
-            retry = call.retryable and attempt <= self.retries
+            retrying.attempt += 1
             try:
                 response = self._http.request(
                     call.method,
@@ -138,14 +149,19 @@ class Client:
                     headers=build_headers(self.token, {**self._headers, **call.headers}),
                 )
             except httpx.TransportError as error:
-                if retry:
-                    time.sleep(retry_delay(attempt, None))
-                    continue
-                raise connection_error(self.url, error) from error
-            if retry and response.status_code in RETRY_STATUSES:
-                time.sleep(retry_delay(attempt, response))
+                delay = retrying.delay_after(error, None)
+                if delay is None:
+                    raise retrying.gave_up(connection_error(self.url, error)) from error
+                time.sleep(delay)
                 continue
-            return read(call, response, self.url), response
+            delay = retrying.delay_after(None, response)
+            if delay is not None:
+                time.sleep(delay)
+                continue
+            try:
+                return read(call, response, self.url), response
+            except StyrminError as error:
+                raise retrying.gave_up(error) from None
 
     # --- auth ----------------------------------------------------------------------------------
 
@@ -281,12 +297,57 @@ class Deployments:
         """Delete the deployment (the agent uninstalls it)."""
         return self._client.send(calls.delete_deployment(name))
 
+    def preview(self, name: str, change: str, **fields: Any) -> Preview:
+        """What a change would do, without recording it: ``change`` is create, upgrade, configure,
+        rollback or apply, ``fields`` that change's request fields (``app_version="2.0.0"``,
+        ``to_revision=3``, ...). The answer's ``refusal`` says what the real request would meet."""
+        return self._client.send(change_calls.preview(name, change_calls.preview_body(change, **fields)))
+
+    def history(self, name: str) -> builtins.list[Revision]:
+        """The deployment's revisions, newest first (configurations with secrets concealed)."""
+        return self._client.send(change_calls.list_revisions(name))
+
+    def revision(self, name: str, revision: int) -> Revision:
+        """One revision of the deployment."""
+        return self._client.send(change_calls.get_revision(name, revision))
+
+    def rollback(self, name: str, to_revision: int) -> Rollback:
+        """Request the change that brings back revision ``to_revision``'s versions and configuration."""
+        return self._client.send(change_calls.rollback(name, to_revision))
+
+    def apply(
+        self,
+        name: str,
+        *,
+        driver: str,
+        driver_version: str,
+        namespace: str | None = None,
+        cluster: str | None = None,
+        app_version: str | None = None,
+        configuration: ConfigurationLike | None = None,
+        stopped_components: Sequence[str] | None = None,
+    ) -> Applied:
+        """Make deployment ``name`` what the arguments say: create it, or request the change that gets
+        it there, or nothing (``outcome`` "unchanged"). Preview it with ``preview(name, "apply", ...)``."""
+        stopped = builtins.list(stopped_components) if stopped_components is not None else None
+        body = change_calls.desired_body(
+            driver, driver_version, namespace, cluster, app_version, configuration, stopped
+        )
+        return self._client.send(change_calls.apply(name, body))
+
 
 class Tasks:
     """Tasks: list, get, and wait until one ends."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
+
+    def logs(
+        self, task_id: int, *, step: int | None = None, offset: int = 0, limit: int | None = None
+    ) -> TaskLogs:
+        """A page of the log lines of the task's actions (read from Prefect by the server) and the stored
+        output of their commands; pass ``next_offset`` as ``offset`` for the lines that follow."""
+        return self._client.send(change_calls.task_logs(task_id, step, offset, limit))
 
     def list(
         self,
@@ -331,6 +392,14 @@ class Tasks:
         Only the latest task of its type for its deployment can be retried (ConflictError otherwise).
         """
         return self._client.send(calls.retry_task(task_id))
+
+    def cancel(self, task_id: int) -> Task:
+        """Cancel pending or running task ``task_id``; the answer is the task, ended as cancelled.
+
+        A running task's action is stopped and the tasks its actions started are cancelled too; the
+        cluster is left as it is. ConflictError once the task has ended.
+        """
+        return self._client.send(calls.cancel_task(task_id))
 
     def configuration(self, task_id: int) -> Configuration:
         """The configuration the task's change applies, secret values included.

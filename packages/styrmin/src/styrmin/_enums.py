@@ -42,11 +42,12 @@ class TaskStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
     @property
     def ended(self) -> bool:
-        """Whether it has ended (succeeded or failed)."""
-        return self in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+        """Whether it has ended (succeeded, failed or cancelled)."""
+        return self in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED)
 
 
 StepStatus = TaskStatus

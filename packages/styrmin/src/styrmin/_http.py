@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
@@ -27,10 +30,17 @@ T = TypeVar("T")
 
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT = 30.0
-DEFAULT_RETRIES = 3
+DEFAULT_RETRIES: int | None = None
+"""No bound on the number of tries: ``retry_seconds`` bounds them."""
+RETRY_SECONDS_ENV = "STYRMIN_RETRY_SECONDS"
+DEFAULT_RETRY_SECONDS = 90.0
+"""How long an idempotent call waits for Styrmin by default: a database or server restart fits in it."""
 RETRY_STATUSES = frozenset({502, 503, 504})
-"""Statuses a read is retried on: the server (or a proxy before it) is briefly unavailable."""
+"""Statuses an idempotent call is retried on: the server (or a proxy before it, or its database) is away."""
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD"})
+_MAX_DELAY_SECONDS = 5.0
+
+log = logging.getLogger("styrmin")
 
 try:
     _VERSION = version("styrmin")
@@ -71,11 +81,13 @@ class Call(Generic[T]):
     headers: Mapping[str, str] = field(default_factory=dict)
     pages: bool = False
     """A list the API answers page by page: the client follows each ``Link: <...>; rel="next"``."""
+    idempotent: bool = False
+    """A write that may be sent twice with the effect of once (the seed's ``stop_components``, ...)."""
 
     @property
     def retryable(self) -> bool:
-        """Only idempotent reads are retried: a write might have been carried out already."""
-        return self.method in IDEMPOTENT_METHODS
+        """Reads and idempotent writes are retried; another write might have been carried out already."""
+        return self.idempotent or self.method in IDEMPOTENT_METHODS
 
 
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
@@ -147,12 +159,93 @@ def connection_error(base_url: str, error: httpx.HTTPError) -> StyrminConnection
 
 
 def retry_delay(attempt: int, response: httpx.Response | None) -> float:
-    """Seconds to wait before retry number ``attempt`` (1, 2, ...): Retry-After, else backoff."""
+    """Seconds to wait before retry number ``attempt`` (1, 2, ...): Retry-After, else a backoff
+    doubling from 0.25 s up to 5 s, with jitter so that many clients do not come back at once."""
     if response is not None:
         after = response.headers.get("retry-after", "")
-        if after.isdigit():
-            return min(float(after), 10.0)
-    return float(min(0.25 * 2 ** (attempt - 1), 2.0))
+        if after.isdigit():  # what the server asks, and a little more (jitter) so clients spread out
+            wait = min(float(after), _MAX_DELAY_SECONDS)
+            return float(min(_MAX_DELAY_SECONDS, wait + random.uniform(0, wait / 4)))  # noqa: S311
+    ceiling = min(0.25 * 2 ** (attempt - 1), _MAX_DELAY_SECONDS)
+    return float(ceiling / 2 + random.uniform(0, ceiling / 2))  # noqa: S311 (not for secrets)
+
+
+def resolve_retry_seconds(seconds: float | None) -> float:
+    """How long idempotent calls wait for Styrmin: ``seconds``, else ``STYRMIN_RETRY_SECONDS``, else 90."""
+    if seconds is not None:
+        return max(0.0, seconds)
+    text = os.environ.get(RETRY_SECONDS_ENV, "").strip()
+    if not text:
+        return DEFAULT_RETRY_SECONDS
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        raise ConfigurationError(
+            f'{RETRY_SECONDS_ENV}="{text}" is not a number of seconds; set it to, say, 60 (0: no retries).'
+        ) from None
+
+
+def _clock(moment: float) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(moment))
+
+
+class Retrying:
+    """The retries of one call (I/O-free: both clients sleep the delays it gives).
+
+    An idempotent call is tried again on a connection error or 502/503/504 until ``seconds`` have
+    passed (and at most ``retries`` times when that is set); the first wait is logged, once.
+    """
+
+    def __init__(self, call: Call[Any], base_url: str, seconds: float, retries: int | None) -> None:
+        self._call = call
+        self._base_url = base_url
+        self._deadline = time.monotonic() + seconds
+        self._began = time.time()
+        self._seconds = seconds
+        self._retries = retries
+        self.attempt = 0
+        self.waited = False
+
+    def delay_after(
+        self, error: httpx.TransportError | None, response: httpx.Response | None
+    ) -> float | None:
+        """Seconds to wait before trying again after ``error`` or ``response``; None: do not retry."""
+        if response is not None and response.status_code not in RETRY_STATUSES:
+            return None
+        if not self._call.retryable or self._seconds <= 0:
+            return None
+        if self._retries is not None and self.attempt > self._retries:
+            return None
+        delay = retry_delay(self.attempt, response)
+        if time.monotonic() + delay > self._deadline:
+            return None
+        if not self.waited:
+            self.waited = True
+            why = (
+                connection_error(self._base_url, error).message
+                if error is not None
+                else f"it answered {response.status_code if response is not None else '?'}"
+                + (f": {error_of(response).message}" if response is not None else "")
+            )
+            log.warning(
+                "Waiting up to %.0f s for Styrmin at %s to serve %s %s (%s).",
+                self._seconds,
+                self._base_url,
+                self._call.method,
+                API_PREFIX + self._call.path,
+                why,
+            )
+        return delay
+
+    def gave_up(self, error: StyrminError) -> StyrminError:
+        """``error`` saying how long the call waited, when it did."""
+        if self.waited:
+            error.message = (
+                f"{error.message} (tried again from {_clock(self._began)} to {_clock(time.time())}, "
+                f"{time.time() - self._began:.0f} s; {RETRY_SECONDS_ENV} sets how long)"
+            )
+            error.args = (error.message,)
+        return error
 
 
 def build_headers(token: str | None, extra: Mapping[str, str]) -> dict[str, str]:

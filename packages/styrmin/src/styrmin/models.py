@@ -205,6 +205,14 @@ class Deployment(_Model):
     updated_at: Time
 
 
+class Waiting(_Model):
+    """Why a task waits: ``no-agent``, ``slots-taken`` or ``helm-operation`` (of task ``task_id``)."""
+
+    reason: str
+    message: str
+    task_id: int | None = None
+
+
 class TaskSummary(_Model):
     """A task as lists show it (without its steps)."""
 
@@ -219,10 +227,16 @@ class TaskSummary(_Model):
     ended_at: Time | None = None
     error: str | None = None
     parent_task_id: int | None = None
+    cancelled_by: str | None = None
+    cancelled_at: Time | None = None
+    stopped_at: Time | None = None
+    """For a cancelled task: when its agent had stopped its work; None while it still stops it."""
+    waiting: Waiting | None = None
+    """Why a pending task has not started, or a running one waits; None otherwise."""
 
     @property
     def ended(self) -> bool:
-        """Whether the task has ended (succeeded or failed)."""
+        """Whether the task has ended (succeeded, failed or cancelled)."""
         return self.status.ended
 
     @property
@@ -333,6 +347,7 @@ __all__ = [
     "TaskSummary",
     "TaskType",
     "User",
+    "Waiting",
     "WhoAmI",
 ]
 
@@ -417,3 +432,166 @@ class ClusterBackupLocation(_Model):
     cluster: str
     in_use: BackupLocation | None = None
     latest: BackupLocation | None = None
+
+
+# --- previews, revisions, rollback, apply, task logs -----------------------------------------
+
+
+class Refusal(_Model):
+    """The refusal the previewed request would meet, word for word."""
+
+    status: int
+    message: str
+    field: str | None = None
+
+
+class Versions(_Model):
+    """A driver version and an application version."""
+
+    driver_version: str
+    app_version: str
+
+
+class PlannedAction(_Model):
+    """An action a planned step runs."""
+
+    name: str
+    description: str | None = None
+
+
+class PlannedStep(_Model):
+    """A step the change's task will record, in order."""
+
+    name: str
+    description: str
+    hook: Hook | None = None
+    mode: Mode | None = None
+    actions: list[PlannedAction] = []
+
+
+class SkippedMode(_Model):
+    """A hook mode that will not run, and why."""
+
+    hook: Hook
+    mode: Mode
+    reason: str
+
+
+class PlannedChange(_Model):
+    """A change the request would record, with its plan."""
+
+    type: TaskType
+    revision: int
+    driver_version: str
+    app_version: str
+    stopped_components: list[str] = []
+    steps: list[PlannedStep] = []
+    skipped: list[SkippedMode] = []
+
+
+class ObjectDiff(_Model):
+    """One rendered object: added, changed, removed or unchanged, with a unified diff (no secret value)."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+    change: str
+    diff: str = ""
+    diff_truncated: bool = False
+
+
+class ComponentImages(_Model):
+    """A component's images before and after, as ``get_component_images`` sees them."""
+
+    component: str
+    before: list[str] = []
+    after: list[str] = []
+
+
+class Preview(_Model):
+    """What a change would do: its steps, the rendered diff, versions and configuration from and to."""
+
+    deployment: str
+    refusal: Refusal | None = None
+    nothing_to_do: bool = False
+    changes: list[PlannedChange] = []
+    versions_from: Versions | None = None
+    versions_to: Versions | None = None
+    configuration_from: dict[str, Any] | None = None
+    configuration_to: dict[str, Any] | None = None
+    baseline_revision: int | None = None
+    objects: list[ObjectDiff] = []
+    images: list[ComponentImages] = []
+    render_error: str | None = None
+    notes: list[str] = []
+
+
+class Revision(_Model):
+    """One revision of a deployment: its change, versions, configuration (secrets concealed), task."""
+
+    revision: int
+    type: TaskType
+    driver: str
+    driver_version: str
+    app_version: str
+    configuration: dict[str, Any]
+    requested_by: str
+    requested_at: Time
+    task_id: int | None = None
+    task_status: TaskStatus | None = None
+    task_error: str | None = None
+
+
+class BackupHint(_Model):
+    """A backup taken at a revision's versions: restore it when the driver refuses to go back."""
+
+    backup_id: int
+    revision: int
+    app_version: str
+    driver_version: str
+
+
+class Rollback(_Model):
+    """A rollback's change (none when there was nothing to do) and the backup to fall back on."""
+
+    to_revision: int
+    changes: list[Change] = []
+    backup: BackupHint | None = None
+
+
+class Applied(_Model):
+    """What ``apply`` did: ``created``, ``changed`` or ``unchanged``, and the changes it recorded."""
+
+    outcome: str
+    changes: list[Change] = []
+
+
+class LogLine(_Model):
+    """A log line of one of a task's actions (redacted)."""
+
+    step: int
+    step_name: str
+    action: str
+    timestamp: Time
+    level: str
+    message: str
+
+
+class StepOutput(_Model):
+    """The stored end of a failed command's output on a step."""
+
+    step: int
+    step_name: str
+    output_tail: str
+    output_truncated: bool
+
+
+class TaskLogs(_Model):
+    """A page of a task's log lines; read on from ``next_offset`` until ``complete``."""
+
+    task_id: int
+    lines: list[LogLine] = []
+    next_offset: int = 0
+    complete: bool = False
+    outputs: list[StepOutput] = []
+    prefect_error: str | None = None

@@ -1,17 +1,20 @@
-"""Runner processes started ahead of time, each used for one action and then replaced.
+"""The agent's side of the fork server (``_process``): one process that forks a process per action.
 
-Starting Python and importing Prefect takes about 2-3 s; a pre-started process runs an action's flow
-run in about a tenth of a second. Each process still serves a single action, so an action's crash
-never touches another action or the agent.
+Starting Python and importing Prefect takes about a second of CPU; a fork of a process that did it
+once takes about a millisecond, and uses up nothing that must be made again afterwards. Each forked
+process still serves a single action, in a session of its own, so an action's crash never touches
+another action, the fork server or the agent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -21,204 +24,262 @@ from styrmin_backend.metrics import RUNNER_PROCESSES_READY
 
 logger = logging.getLogger(__name__)
 
-_REFILL_DELAY_SECONDS = 1.0
-"""How long after the last action started a replacement starts, while others are still ready: hook
-steps that follow each other quickly (pre, core, post) then do not share the CPU with a process that
-imports Prefect."""
+_LOST_RETURNCODE = -signal.SIGKILL
+"""The exit code of an action's process whose fork server died: Linux killed it with the server."""
 
 
 class RunnerProcessError(Exception):
-    """A runner process ended before it was ready to take an action."""
+    """The fork server could not start, or ended before it forked an action's process."""
 
 
-class RunnerProcess:
-    """One runner process, seen from the agent: its job pipe, its message pipe and its exit."""
+class ActionProcess:
+    """One action's forked process, seen from the agent: its socket, its pid and its exit."""
 
     def __init__(
-        self, process: asyncio.subprocess.Process, messages: asyncio.StreamReader, pipe: asyncio.BaseTransport
+        self,
+        pid: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        exited: asyncio.Future[int],
     ) -> None:
-        self.process = process
-        self._messages = messages
-        self._pipe = pipe
-
-    @classmethod
-    async def start(cls, python: str, env: Mapping[str, str]) -> RunnerProcess:
-        """Start a process and return once it has imported Prefect and waits for its job."""
-        read_fd, write_fd = os.pipe()
-        try:
-            process = await asyncio.create_subprocess_exec(
-                python,
-                "-m",
-                "styrmin_backend.agent.prefect._process",
-                str(write_fd),
-                str(os.getpid()),
-                stdin=asyncio.subprocess.PIPE,
-                pass_fds=(write_fd,),
-                env=dict(env),
-                # Its own process group, so a timeout kills whatever the action started too.
-                start_new_session=True,
-            )
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=_protocol.MESSAGE_LIMIT)
-        pipe, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
-        )
-        runner = cls(process, reader, pipe)
-        try:
-            ready = await runner.next_message()
-        except BaseException:
-            await asyncio.shield(runner.close())
-            raise
-        if ready is None or ready["kind"] != _protocol.READY:
-            returncode = await process.wait()
-            await runner.close()
-            raise RunnerProcessError(
-                f"An action runner process exited with code {returncode} before it was ready; "
-                "see the agent's log for its output."
-            )
-        return runner
+        self.pid = pid
+        self._reader = reader
+        self._writer = writer
+        self._exited = exited
 
     @property
     def alive(self) -> bool:
-        return self.process.returncode is None
+        return not self._exited.done()
 
     def send_job(self, job: dict[str, Any]) -> None:
         """Give the process its one job."""
-        assert self.process.stdin is not None
-        self.process.stdin.write(_protocol.encode("job", **job))
-        self.process.stdin.close()
+        self._writer.write(_protocol.encode("job", **job))
+        self._writer.write_eof()
 
     async def next_message(self) -> dict[str, Any] | None:
-        """The next message of the process, or None once its pipe is closed (it exited)."""
-        line = await self._messages.readline()
+        """The next message of the process, or None once its socket is closed (it exited)."""
+        line = await self._reader.readline()
         return _protocol.decode(line) if line else None
 
     def kill(self) -> None:
         """Kill the process and every process it started (its process group)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        if not self.alive:  # its pid may be another process's by now
+            return
+        # The process itself too: just forked, it may not lead its own group yet.
+        for kill, target in ((os.killpg, self.pid), (os.kill, self.pid)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(target, signal.SIGKILL)
 
     async def close(self) -> None:
-        """Kill the process if it still runs, wait for it, and close its pipes."""
+        """Kill the process if it still runs, wait for it, and close its socket."""
         self.kill()
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        await self.process.wait()
-        self._pipe.close()
+        await asyncio.shield(self._exited)
+        self._writer.close()
 
     async def wait_exit(self, grace: float) -> int:
         """Wait up to ``grace`` seconds for the process to exit, then kill it; return its exit code."""
         try:
-            return await asyncio.wait_for(self.process.wait(), grace)
+            return await asyncio.wait_for(asyncio.shield(self._exited), grace)
         except TimeoutError:
             self.kill()
-            return await self.process.wait()
+            return await asyncio.shield(self._exited)
 
 
-class RunnerPool:
-    """Keeps ``size`` runner processes started and ready; hands each out once.
+class ForkServer:
+    """The fork server process: started once (and again if it dies); forks a process per action."""
 
-    Processes start one at a time, and a little after the last action started: starting one is
-    CPU-heavy (imports), and would slow the actions running meanwhile. A request that finds no ready
-    process waits for the next one.
-    """
-
-    def __init__(self, size: int, env: Mapping[str, str], python: str = sys.executable) -> None:
-        self._size = size
+    def __init__(self, env: Mapping[str, str], python: str = sys.executable) -> None:
         self._env = dict(env)
         self._python = python
-        self._ready: asyncio.Queue[RunnerProcess | RunnerProcessError] = asyncio.Queue()
-        self._waiting = 0
-        self._full = asyncio.Event()
+        self._process: asyncio.subprocess.Process | None = None
+        self._control: socket.socket | None = None
+        self._ready: asyncio.Future[None] | None = None
         self._starting: asyncio.Task[None] | None = None
-        self._delayed_fill: asyncio.TimerHandle | None = None
+        self._forked: dict[int, asyncio.Future[int]] = {}
+        self._exits: dict[int, asyncio.Future[int]] = {}
+        self._ids = itertools.count(1)
         self._closed = False
 
     def fill(self) -> None:
-        """Start processes, one after another, until ``size`` are ready beyond those waited for."""
-        if not self._closed and (self._starting is None or self._starting.done()):
-            self._starting = asyncio.create_task(self._start_until_full())
+        """Start the fork server in the background unless it runs or is starting."""
+        if self._closed:
+            return
+        if self._starting is None or (self._starting.done() and not self._serving()):
+            self._starting = asyncio.create_task(self._start())
 
-    async def _start_until_full(self) -> None:
-        try:
-            while not self._closed and self._ready.qsize() < self._size + self._waiting:
-                try:
-                    process = await RunnerProcess.start(self._python, self._env)
-                except RunnerProcessError as exc:
-                    # Handed to one waiting request; the next request starts the pool again. With no
-                    # request waiting it is only logged: handed out later, it would fail an action
-                    # for a cause that may be long gone (the Prefect server away for a while).
-                    if self._waiting:
-                        self._ready.put_nowait(exc)
-                    else:
-                        logger.warning("%s It is started again when an action needs it.", exc)
-                    return
-                self._ready.put_nowait(process)
-                RUNNER_PROCESSES_READY.inc()
-        finally:
-            self._full.set()
+    def _serving(self) -> bool:
+        return (
+            self._control is not None
+            and self._process is not None
+            and self._process.returncode is None
+            and self._ready is not None
+            and self._ready.done()
+            and self._ready.exception() is None
+        )
 
     async def wait_until_full(self) -> None:
-        """Wait until ``size`` processes are ready (or starting one failed)."""
+        """Wait until the fork server is ready (or starting it failed)."""
         self.fill()
-        await self._full.wait()
+        assert self._starting is not None
+        with contextlib.suppress(RunnerProcessError):
+            await asyncio.shield(self._starting)
 
-    async def take(self) -> RunnerProcess:
-        """A ready process for one action, waiting for the next one to start if none is ready.
+    async def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                self._python,
+                "-m",
+                "styrmin_backend.agent.prefect._process",
+                str(theirs.fileno()),
+                str(os.getpid()),
+                stdin=asyncio.subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                env=self._env,
+                # A session of its own: a Ctrl-C meant for `styrmin up` leaves it to the agent to stop.
+                start_new_session=True,
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        loop = asyncio.get_running_loop()
+        self._process, self._control = process, ours
+        self._ready = loop.create_future()
+        loop.add_reader(ours.fileno(), self._read_control, ours, process)
+        try:
+            await asyncio.shield(self._ready)
+        except BaseException:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+            raise
+        RUNNER_PROCESSES_READY.set(1)
+
+    def _read_control(self, control: socket.socket, process: asyncio.subprocess.Process) -> None:
+        """Take the fork server's messages as they arrive (from the event loop's reader callback)."""
+        while True:
+            try:
+                message = control.recv(1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                message = b""
+            if not message:
+                self._lost(control, process)
+                return
+            self._take(_protocol.decode(message))
+
+    def _take(self, message: dict[str, Any]) -> None:
+        kind = message["kind"]
+        if kind == _protocol.READY:
+            if message.get("threads", 1) != 1:
+                logger.warning(
+                    "The action fork server runs %s threads; forks copy only one.", message["threads"]
+                )
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_result(None)
+        elif kind == _protocol.FORKED:
+            forked = self._forked.pop(message["id"], None)
+            exited = asyncio.get_running_loop().create_future()
+            self._exits[message["pid"]] = exited
+            if forked is not None and not forked.done():
+                forked.set_result(message["pid"])
+        elif kind == _protocol.EXITED:
+            exit_future = self._exits.pop(message["pid"], None)
+            if exit_future is not None and not exit_future.done():
+                exit_future.set_result(int(message["returncode"]))
+
+    def _lost(self, control: socket.socket, process: asyncio.subprocess.Process) -> None:
+        """The fork server ended: what waited for it learns it; the next action starts a new one."""
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(control.fileno())
+        control.close()
+        if self._control is control:
+            self._control = None
+            RUNNER_PROCESSES_READY.set(0)
+        error = RunnerProcessError(
+            f"The action fork server (pid {process.pid}) ended; see the agent's log for its output."
+        )
+        for waiting in [self._ready, *self._forked.values()]:
+            if waiting is not None and not waiting.done():
+                waiting.set_exception(error)
+                waiting.exception()  # whoever still awaits it gets the error; no one may
+
+        self._forked.clear()
+        # Its children had Linux kill them with it (their parent-death signal).
+        for exited in self._exits.values():
+            if not exited.done():
+                exited.set_result(_LOST_RETURNCODE)
+        self._exits.clear()
+        if not self._closed:
+            logger.warning("%s It is started again for the next action.", error)
+
+    async def take(self) -> ActionProcess:
+        """A new process for one action, forked for it.
 
         Raises:
-            RunnerProcessError: a process died before it was ready.
+            RunnerProcessError: the fork server could not start or died before it forked.
         """
-        self._waiting += 1
-        try:
-            while True:
-                if self._ready.empty():
-                    self.fill()
-                process = await self._ready.get()
-                self._full.clear()
-                if isinstance(process, RunnerProcessError):
-                    raise process
-                RUNNER_PROCESSES_READY.dec()
-                if process.alive:
-                    return process
-        finally:
-            self._waiting -= 1
-            self._fill_soon()
-
-    def _fill_soon(self) -> None:
-        if self._delayed_fill is not None:
-            self._delayed_fill.cancel()
-        if self._waiting or self._ready.empty():
+        if not self._serving():
             self.fill()
-        else:
-            self._delayed_fill = asyncio.get_running_loop().call_later(_REFILL_DELAY_SECONDS, self.fill)
+        assert self._starting is not None
+        await asyncio.shield(self._starting)
+        control = self._control
+        if control is None:
+            raise RunnerProcessError("The action fork server ended before it forked the action's process.")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        request_id = next(self._ids)
+        loop = asyncio.get_running_loop()
+        forked: asyncio.Future[int] = loop.create_future()
+        self._forked[request_id] = forked
+        try:
+            # A packet of a few bytes and a descriptor: the socket never makes it wait.
+            socket.send_fds(control, [_protocol.encode(_protocol.FORK, id=request_id)], [theirs.fileno()])
+        except OSError as exc:
+            self._forked.pop(request_id, None)
+            ours.close()
+            raise RunnerProcessError(f"The action fork server did not take the request: {exc}") from exc
+        finally:
+            theirs.close()
+        try:
+            pid = await forked
+        except BaseException:
+            ours.close()
+            raise
+        reader = asyncio.StreamReader(limit=_protocol.MESSAGE_LIMIT)
+        transport, protocol = await loop.create_unix_connection(
+            lambda: asyncio.StreamReaderProtocol(reader), sock=ours
+        )
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        return ActionProcess(pid, reader, writer, self._exits.get(pid) or _already_exited(loop))
 
     async def replace_ready(self) -> None:
-        """Stop the ready processes and start new ones (after the Prefect server came back)."""
-        while not self._ready.empty():
-            process = self._ready.get_nowait()
-            if isinstance(process, RunnerProcess):
-                RUNNER_PROCESSES_READY.dec()
-                await process.close()
-        self._full.clear()
-        self.fill()
+        """Nothing to replace: the fork server holds no connection to the Prefect server."""
 
     async def close(self) -> None:
-        """Stop the ready processes and the one starting."""
+        """Stop the fork server (its children, if any still run, die with it)."""
         self._closed = True
-        if self._delayed_fill is not None:
-            self._delayed_fill.cancel()
-        if self._starting is not None:
+        if self._starting is not None and not self._starting.done():
             self._starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, RunnerProcessError):
                 await self._starting
-        while not self._ready.empty():
-            process = self._ready.get_nowait()
-            if isinstance(process, RunnerProcess):
-                RUNNER_PROCESSES_READY.dec()
-                await process.close()
+        control, process = self._control, self._process
+        if control is not None and process is not None:
+            self._lost(control, process)
+        if process is not None:
+            try:
+                await asyncio.wait_for(process.wait(), 10)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+
+
+def _already_exited(loop: asyncio.AbstractEventLoop) -> asyncio.Future[int]:
+    """The exit of a child the fork server reported ended before its ``forked`` was read (never, in order)."""
+    future: asyncio.Future[int] = loop.create_future()
+    future.set_result(_LOST_RETURNCODE)
+    return future

@@ -1,8 +1,13 @@
-"""Messages between the agent and a runner process: one JSON object per line.
+"""Messages between the agent, the fork server and an action's process: one JSON object each.
 
-The agent writes one job on the process's stdin. The process writes its messages on a pipe of its own
-(not stdout, which the action may print to), in this order: ``ready`` once Prefect is imported;
-``flow_run`` once the action's flow run exists on the Prefect server (its id, and its flow's name and
+On the control socket (a ``SOCK_SEQPACKET`` pair, one message per packet): the fork server sends
+``ready`` once Prefect is imported; the agent sends ``fork`` (an ``id``) with the action's own
+socket attached; the fork server answers ``forked`` (that ``id``, the child's ``pid``), and
+``exited`` (the ``pid``, its ``returncode``) once the child has ended.
+
+On the action's socket (a stream, one JSON line each): the agent writes the job, then shuts its
+writing half. The child writes its messages there (not on stdout, which the action may print to), in
+this order: ``flow_run`` once the action's flow run exists on the Prefect server (its id, and its flow's name and
 id, which the agent passes to later jobs as ``flow_ids``); any number of ``log`` (each
 record the flow run logs, for the agent to send to the Prefect server); ``end`` with the outcome.
 A process that ends without ``end`` has crashed.
@@ -14,6 +19,9 @@ import json
 from typing import Any, Final
 
 READY: Final = "ready"
+FORK: Final = "fork"
+FORKED: Final = "forked"
+EXITED: Final = "exited"
 FLOW_RUN: Final = "flow_run"
 LOG: Final = "log"
 END: Final = "end"

@@ -1,8 +1,10 @@
 """Run a driver's action as a Prefect flow run, isolated in a process of its own.
 
-Each action runs in a runner process from a pool of pre-started ones (see ``_pool``), as a flow run
-recorded on the Prefect server, so the Prefect UI shows it with its logs. Whatever the action does
-(raise, ``sys.exit``, get killed, run too long), the agent gets an ``ActionOutcome`` and goes on.
+Each action runs in a process forked for it by the agent's fork server (see ``_pool``), as a flow
+run recorded on the Prefect server, so the Prefect UI shows it with its logs. The agent is a worker
+of a Prefect work pool in Prefect's own terms: it sends the worker heartbeats Prefect shows, and each
+action's flow run is in that pool. Whatever the action does (raise, ``sys.exit``, get killed, run
+too long, get cancelled from the Prefect UI), the agent gets an ``ActionOutcome`` and goes on.
 
 The action's environment (``STYRMIN_TOKEN``, ``STYRMIN_URL``, ...) reaches it only through its
 process's environment: the job pipe carries it, never a Prefect parameter, job variable or log.
@@ -15,6 +17,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 import uuid
@@ -26,7 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from styrmin_backend.agent.prefect import _protocol
-from styrmin_backend.agent.prefect._pool import RunnerPool, RunnerProcess, RunnerProcessError
+from styrmin_backend.agent.prefect._pool import ActionProcess, ForkServer, RunnerProcessError
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.secrets import conceal, is_secret_name, secret_values
 from styrmin_backend.metrics import counts_running_action
@@ -41,9 +44,20 @@ _LOG_SHIP_INTERVAL = 0.5
 _LOG_BATCH_BYTES = 2 * 1024 * 1024
 _CRASH_EXIT_GRACE = 5.0
 """How long a process that stopped reporting may take to exit before it is killed."""
+_CANCEL_CHECK_SECONDS = 2.0
+"""How often the agent reads a running action's flow run state, to see a cancel from the Prefect UI."""
+HEARTBEAT_SECONDS = 30.0
+"""Seconds between two heartbeats of the agent's Prefect worker (Prefect's own workers' default)."""
+DEFAULT_WORK_POOL = "styrmin-agents"
+"""The Prefect work pool the agents' workers, and their actions' flow runs, are in."""
+WORK_POOL_TYPE = "styrmin-agent"
+"""The type of that pool: no Prefect worker of another kind takes its runs (they start Pending)."""
+WORK_QUEUE = "default"
 _AGENT_ONLY_ENV_PREFIXES = ("STYRMIN_", "PREFECT__")
 """The agent's own Styrmin settings (its key among them) and Prefect's per-run variables stay out of
 every action's environment; an action gets the STYRMIN_* variables its job gives it."""
+_PASSED_TO_ACTIONS = frozenset({"STYRMIN_RETRY_SECONDS"})
+"""Except these: how long the primitives wait for Styrmin is the agent's setting too (docs/agent.md)."""
 
 
 @dataclass(frozen=True)
@@ -56,12 +70,15 @@ class ActionOutcome:
         flow_run_id: the Prefect flow run, to record on the step; None when the action could not even
             be loaded, so no flow run started.
         duration: seconds from the request to the outcome.
+        cancelled: whether the run ended because someone cancelled its flow run (from the Prefect
+            UI or API); its process was killed and the flow run is Cancelled.
     """
 
     succeeded: bool
     error: str | None
     flow_run_id: str | None
     duration: float
+    cancelled: bool = False
 
 
 def _exit_description(returncode: int) -> str:
@@ -139,7 +156,7 @@ class _ActionRun:
 
     def __init__(
         self,
-        process: RunnerProcess,
+        process: ActionProcess,
         client: Any,
         location: str,
         on_flow_run: FlowRunStarted | None,
@@ -229,11 +246,13 @@ class ActionRunner:
 
     Args:
         api_url: the Prefect server's API URL; default: ``PREFECT_API_URL``.
-        pool_size: how many runner processes to keep started ahead (each uses ~100 MB); actions beyond
-            that many at once wait for a process to start (2-3 s).
-        python: the interpreter of the runner processes; it must import styrmin_backend and Prefect.
+        pool_size: no longer used (each action's process is forked when it starts); kept so that
+            callers of the pool of pre-started processes still work.
+        python: the interpreter of the fork server; it must import styrmin_backend and Prefect.
         owner: a tag put on every flow run this runner starts, so that a later runner can find the
             runs this one left unfinished when its processes died (see :meth:`crash_runs_of`).
+        work_pool: the Prefect work pool this runner is a worker of (made when missing).
+        worker_name: this worker's name in the Prefect UI; default: ``owner``, else the host and pid.
     """
 
     def __init__(
@@ -243,6 +262,8 @@ class ActionRunner:
         pool_size: int = 2,
         python: str = sys.executable,
         owner: str | None = None,
+        work_pool: str = DEFAULT_WORK_POOL,
+        worker_name: str | None = None,
     ) -> None:
         from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_KEY, PREFECT_API_URL
 
@@ -254,13 +275,19 @@ class ActionRunner:
             )
         self.api_url: str = api_url
         self.owner = owner
+        self.work_pool = work_pool
+        self.worker_name = worker_name or owner or f"styrmin-agent-{socket.gethostname()}-{os.getpid()}"
+        self._heartbeats: asyncio.Task[None] | None = None
         self._api_key = PREFECT_API_KEY.value()
         self._auth_string = PREFECT_API_AUTH_STRING.value()
         env = {
-            name: value for name, value in os.environ.items() if not name.startswith(_AGENT_ONLY_ENV_PREFIXES)
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith(_AGENT_ONLY_ENV_PREFIXES) or name in _PASSED_TO_ACTIONS
         }
         env |= {"PREFECT_API_URL": api_url, "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore"}
-        self._pool = RunnerPool(pool_size, env, python)
+        env.setdefault("MALLOC_ARENA_MAX", "2")  # the fork server runs one thread; its children few
+        self._pool = ForkServer(env, python)
         self._client: Any = None
         self._background: set[asyncio.Task[None]] = set()
         self._flow_ids: dict[str, str] = {}
@@ -268,19 +295,54 @@ class ActionRunner:
         process creates its flow run with it, without asking for the flow first."""
 
     async def start(self) -> None:
-        """Connect to the Prefect server and start the pool's processes (they get ready in 2-3 s)."""
+        """Connect to the Prefect server, start the fork server, and beat as a worker of the pool."""
         from prefect.client.orchestration import PrefectClient
 
         client = PrefectClient(self.api_url, api_key=self._api_key, auth_string=self._auth_string)
         self._client = await client.__aenter__()
         self._pool.fill()
+        self._heartbeats = asyncio.create_task(self._beat(), name="prefect-worker-heartbeats")
 
     async def wait_until_ready(self) -> None:
-        """Wait until the pool's processes are all started, so the next actions start at once."""
+        """Wait until the fork server is ready, so the next actions start at once."""
         await self._pool.wait_until_full()
 
+    async def _beat(self) -> None:
+        """Send the worker's heartbeat now and then every ``HEARTBEAT_SECONDS``; Prefect shows the
+        worker Online, and the pool Ready, while they arrive."""
+        has_pool = False
+        while True:
+            try:
+                if not has_pool:
+                    await self._make_the_work_pool()
+                    has_pool = True
+                await self._client.send_worker_heartbeat(
+                    self.work_pool, self.worker_name, heartbeat_interval_seconds=HEARTBEAT_SECONDS
+                )
+            except Exception as error:  # an outage: the agent's Prefect watch deals with it
+                has_pool = False
+                logger.debug("The Prefect worker heartbeat of %s failed: %s", self.worker_name, error)
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    async def _make_the_work_pool(self) -> None:
+        from prefect.client.schemas.actions import WorkPoolCreate
+        from prefect.exceptions import ObjectAlreadyExists
+
+        with contextlib.suppress(ObjectAlreadyExists):
+            await self._client.create_work_pool(
+                WorkPoolCreate(
+                    name=self.work_pool,
+                    type=WORK_POOL_TYPE,
+                    description="The Styrmin agents: each is a worker; each action is a flow run here.",
+                )
+            )
+
     async def close(self) -> None:
-        """Stop the spare processes; wait for the work of ended runs (their last logs) to finish."""
+        """Stop the fork server; wait for the work of ended runs (their last logs) to finish."""
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeats
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         await self._pool.close()
@@ -348,15 +410,20 @@ class ActionRunner:
                 "flow_run_name": flow_run_name,
                 "tags": [*tags, self.owner] if self.owner else list(tags),
                 "flow_ids": dict(self._flow_ids),
+                "work_pool": self.work_pool,
+                "work_queue": WORK_QUEUE,
             }
         )
         try:
             try:
                 async with asyncio.timeout(timeout):
-                    await run.follow()
+                    cancelled = await self._follow_unless_cancelled(run)
             except TimeoutError:
                 error = await self._stop_timed_out(run, timeout)
                 return self._outcome(run, started, error, secrets)
+            if cancelled:
+                error = await self._stop_cancelled(run)
+                return self._outcome(run, started, error, secrets, cancelled=True)
             if run.end is None or run.end.get("state") == "CRASHED":
                 error = await self._crash_error(run)
                 return self._outcome(run, started, error, secrets)
@@ -419,13 +486,72 @@ class ActionRunner:
         return crashed
 
     def _outcome(
-        self, run: _ActionRun, started: float, error: str | None, secrets: set[str]
+        self,
+        run: _ActionRun,
+        started: float,
+        error: str | None,
+        secrets: set[str],
+        *,
+        cancelled: bool = False,
     ) -> ActionOutcome:
         return ActionOutcome(
             succeeded=error is None,
             error=None if error is None else redact(error, secrets),
             flow_run_id=run.flow_run_id,
             duration=time.monotonic() - started,
+            cancelled=cancelled,
+        )
+
+    async def _follow_unless_cancelled(self, run: _ActionRun) -> bool:
+        """Follow the run to its end; True, at once, if its flow run was cancelled in Prefect first."""
+        follow = asyncio.ensure_future(run.follow())
+        watch = asyncio.ensure_future(self._cancel_requested(run))
+        try:
+            await asyncio.wait({follow, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (follow, watch):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(follow, watch, return_exceptions=True)
+        if follow.done() and not follow.cancelled() and follow.exception() is None:
+            return False
+        if watch.done() and not watch.cancelled() and watch.exception() is None:
+            return True
+        follow.result()  # raises what stopped the following
+        return False
+
+    async def _cancel_requested(self, run: _ActionRun) -> None:
+        """Return once the run's flow run is Cancelling (a cancel from the Prefect UI or API) or Cancelled."""
+        from prefect.client.schemas.objects import StateType
+
+        while True:
+            await asyncio.sleep(_CANCEL_CHECK_SECONDS)
+            if run.flow_run_id is None:
+                continue
+            try:
+                flow_run = await self._client.read_flow_run(uuid.UUID(run.flow_run_id))
+            except Exception as error:  # a Prefect outage: the agent's Prefect watch deals with it
+                logger.debug("Could not read flow run %s: %s", run.flow_run_id, error)
+                continue
+            if flow_run.state is not None and flow_run.state.type in (
+                StateType.CANCELLING,
+                StateType.CANCELLED,
+            ):
+                return
+
+    async def _stop_cancelled(self, run: _ActionRun) -> str:
+        from prefect.states import Cancelled
+
+        run.process.kill()
+        await run.process.wait_exit(_CRASH_EXIT_GRACE)
+        await run.drain()
+        await run.process.close()
+        await run.logs.close()
+        await run.set_final_state(
+            Cancelled(message="Styrmin stopped the action: its flow run was cancelled.")
+        )
+        return (
+            f"Action {run.location} was cancelled: its flow run {run.flow_run_id} was cancelled in Prefect."
         )
 
     async def _crash_error(self, run: _ActionRun) -> str:

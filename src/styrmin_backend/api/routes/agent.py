@@ -7,6 +7,7 @@ output on the steps of their own task, with the styrmin-actions token of that re
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request, Response
@@ -39,7 +40,8 @@ from styrmin_backend.api.schemas import (
 )
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
 from styrmin_backend.metrics import observe_claim, observe_step
-from styrmin_backend.services import agents, backup_locations, drivers, workflow
+from styrmin_backend.protocol import HelmLockAnswer, HelmLockRequest
+from styrmin_backend.services import agents, backup_locations, cancel, drivers, helm_locks, workflow
 from styrmin_backend.services.agents import AgentIdentity
 
 router = api_router(prefix="/agent", tags=["agent"])
@@ -138,10 +140,8 @@ def renew_lease(task_id: IdParam, body: ClaimRequest, db: Db, agent: Agent) -> T
 
 @router.post("/tasks/{task_id}/steps", response_model=StepRef, status_code=201)
 def add_step(task_id: IdParam, body: StepCreateRequest, db: Db, agent: Agent) -> StepRef:
-    """Start the next step of a task the agent is running."""
-    agents.held_task(db, agent, task_id)
-    step = workflow.add_step(db, task_id, body.name)
-    return StepRef.model_validate(step)
+    """Start the next step of a task the agent is running (sent again, it answers the same step)."""
+    return StepRef.model_validate(agents.add_held_task_step(db, agent, task_id, body.name))
 
 
 @router.post("/tasks/{task_id}/end", response_model=TaskSummary)
@@ -162,10 +162,58 @@ def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> Ta
     )
 
 
+@router.post("/tasks/{task_id}/helm-lock", response_model=HelmLockAnswer)
+def acquire_helm_lock(task_id: IdParam, body: HelmLockRequest, db: Db, agent: Agent) -> HelmLockAnswer:
+    """Take the lock of a release's Helm operation for a task the agent runs, if no other task holds it.
+
+    ``acquired`` false names the task that holds it; the agent asks again until it gets it (410 when
+    the task was cancelled meanwhile).
+    """
+    lease = timedelta(seconds=body.lease_seconds)
+    return helm_locks.acquire_helm_lock(db, agent, task_id, body.namespace, body.release, lease)
+
+
+@router.post("/tasks/{task_id}/helm-lock/renew", status_code=204)
+def renew_helm_lock(task_id: IdParam, body: HelmLockRequest, db: Db, agent: Agent) -> Response:
+    """Extend the lease of a Helm lock the task holds while its Helm operation runs (409 when lost)."""
+    lease = timedelta(seconds=body.lease_seconds)
+    helm_locks.renew_helm_lock(db, agent, task_id, body.namespace, body.release, lease)
+    return Response(status_code=204)
+
+
+@router.post("/tasks/{task_id}/helm-lock/release", status_code=204)
+def release_helm_lock(task_id: IdParam, body: HelmLockRequest, db: Db, agent: Agent) -> Response:
+    """Let go of a Helm lock once the task's Helm operation ended (nothing when it holds none)."""
+    helm_locks.release_helm_lock(db, agent, task_id, body.namespace, body.release)
+    return Response(status_code=204)
+
+
+class CancelledInPrefectRequest(Strict):
+    flow_run_id: str = Field(max_length=64, description="The flow run that was cancelled in the Prefect UI.")
+
+
+@router.post("/tasks/{task_id}/cancelled-in-prefect", response_model=TaskSummary)
+def cancelled_in_prefect(
+    task_id: IdParam, body: CancelledInPrefectRequest, db: Db, agent: Agent
+) -> TaskSummary:
+    """Cancel a task the agent runs because a flow run of its actions was cancelled in the Prefect UI."""
+    agents.held_task(db, agent, task_id)
+    return TaskSummary.model_validate(
+        cancel.cancel_task(db, task_id, by=cancel.prefect_canceller(body.flow_run_id))
+    )
+
+
+@router.post("/tasks/{task_id}/stopped", status_code=204)
+def work_stopped(task_id: IdParam, db: Db, agent: Agent) -> Response:
+    """Say that the agent stopped the work of a cancelled task (its running action ended)."""
+    cancel.record_work_stopped(db, task_id, agent.id)
+    return Response(status_code=204)
+
+
 @router.post("/steps/{step_id}/notes", response_model=StepRef)
 def add_note(step_id: IdParam, body: StepNoteRequest, request: Request, db: Db) -> StepRef:
     """Add a note to a step (for example the line naming a deleted Job)."""
-    step = workflow.add_step_note(db, _writable_step(request, db, step_id), body.note)
+    step = agents.add_note_once(db, _writable_step(request, db, step_id), body.note)
     return StepRef.model_validate(step)
 
 
@@ -188,9 +236,8 @@ def set_flow_run(step_id: IdParam, body: StepFlowRunRequest, db: Db, agent: Agen
 
 @router.post("/steps/{step_id}/end", response_model=StepRef)
 def end_step(step_id: IdParam, body: StepEndRequest, db: Db, agent: Agent) -> StepRef:
-    """End a step: failed with an error, or succeeded."""
-    agents.held_task(db, agent, workflow.task_of_step(db, step_id))
-    step = workflow.end_step(db, step_id, error=body.error)
+    """End a step: failed with an error, or succeeded (sent again, it answers the step as it ended)."""
+    step = agents.end_held_step(db, agent, step_id, body.error)
     observe_step(step.status, step.started_at, step.ended_at)
     return StepRef.model_validate(step)
 

@@ -15,7 +15,7 @@ from styrmin_backend.api.schemas import MAX_ID, ChangeOut, ConfigurationIn, Task
 from styrmin_backend.domain.errors import InvalidInput
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
-from styrmin_backend.services import changes, tasks
+from styrmin_backend.services import cancel, changes, tasks
 from styrmin_backend.services.tasks import MAX_PAGE_SIZE
 
 MAX_WAIT_UNTIL_END_SECONDS = 60.0
@@ -121,6 +121,18 @@ def retry_task(task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, principal
     """Request a failed task's change again: a new revision and a new task (409 unless the task failed
     and is the latest of its type for its deployment)."""
     return change_out(db, changes.retry_task(db, task_id, by=principal))
+
+
+@router.post("/tasks/{task_id}/cancel", response_model=TaskOut)
+def cancel_task(task_id: Annotated[int, Path(ge=1, le=MAX_ID)], db: Db, principal: Writer) -> TaskOut:
+    """Cancel a pending or running task (409 once it has ended).
+
+    A pending task leaves the queue. A running one ends as cancelled at once, with its steps not ended
+    and the tasks its actions started; its agent stops the running action. The cluster is left as it
+    is: a change cancelled half done may need a retry or a restore.
+    """
+    cancel.cancel_task(db, task_id, by=principal.username)
+    return TaskOut.of_detail(tasks.get_task_detail(db, task_id))
 
 
 @router.get("/tasks/{task_id}/configuration", response_model=ConfigurationIn)

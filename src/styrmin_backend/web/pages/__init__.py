@@ -10,6 +10,7 @@ from styrmin_backend.web.pages import (
     backups,
     deployments,
     drivers,
+    revisions,
     signing_in,
     tasks,
     users,
@@ -17,7 +18,17 @@ from styrmin_backend.web.pages import (
 
 ROUTES: list[BaseRoute] = [
     route
-    for module in (signing_in, deployments, backups, backup_locations, tasks, users, drivers, agents)
+    for module in (
+        signing_in,
+        deployments,
+        revisions,
+        backups,
+        backup_locations,
+        tasks,
+        users,
+        drivers,
+        agents,
+    )
     for route in module.router.routes
 ]
 """Every page and form endpoint, built once per process (the modules' routers have no prefix)."""

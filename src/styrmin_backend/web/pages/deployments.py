@@ -49,6 +49,7 @@ from styrmin_backend.web._forms import (
     place_error,
     read_configuration,
 )
+from styrmin_backend.web.pages.revisions import preview_for
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False)
 
@@ -363,9 +364,24 @@ def upgrade(request: Request, name: str, form: Form) -> Response:
         revision = recorded.task.revision
     if confirmed:
         return see_other(f"/deployments/{name}")
+    shown = preview_for(
+        request,
+        viewer,
+        name,
+        lambda session: [
+            changes.upgrade_deployment(
+                session,
+                name,
+                by=viewer.principal,
+                app_version=fields["app_version"] or None,
+                driver_version=fields["driver_version"] or None,
+            )
+        ],
+    )
     return confirm_page(
         request,
         viewer,
+        preview=shown,
         title=f'Upgrade deployment "{name}"?',
         lines=[
             f"Application version: {was[0]} → {fields['app_version'] or was[0]}",
@@ -450,9 +466,18 @@ def configure(request: Request, name: str, form: Form) -> Response:
         revision = recorded.task.revision if recorded.task else None
     if confirmed:
         return see_other(f"/deployments/{name}")
+    shown = preview_for(
+        request,
+        viewer,
+        name,
+        lambda session: [
+            changes.configure_deployment(session, name, by=viewer.principal, configuration=configuration)
+        ],
+    )
     return confirm_page(
         request,
         viewer,
+        preview=shown,
         title=f'Change the configuration of "{name}"?',
         lines=[
             f"This replaces the values, image overrides and env vars, and records revision {revision}.",

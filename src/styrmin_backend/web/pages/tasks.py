@@ -9,7 +9,8 @@ from fastapi.responses import HTMLResponse
 
 from styrmin_backend.domain.errors import Conflict
 from styrmin_backend.domain.roles import Role
-from styrmin_backend.services import changes, tasks
+from styrmin_backend.domain.tasks import TaskStatus
+from styrmin_backend.services import cancel, changes, tasks
 from styrmin_backend.web import _views
 from styrmin_backend.web._common import (
     Form,
@@ -72,4 +73,40 @@ def retry(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)], f
             action=f"/tasks/{task_id}/retry",
             button="Retry",
             cancel=f"/tasks/{task_id}",
+        )
+
+
+@router.post("/tasks/{task_id}/cancel")
+def cancel_task(request: Request, task_id: Annotated[int, Path(ge=1, le=2**63 - 1)], form: Form) -> Response:
+    """Cancel a pending or running task: asks to confirm, saying what is left as it is, then cancels it."""
+    with unit(request) as session:
+        viewer = viewer_of(request, session)
+        check_form(request, form, viewer, Role.READ_WRITE)
+        if is_confirmed(form):
+            cancel.cancel_task(session, task_id, by=viewer.principal.username)
+            return see_other(f"/tasks/{task_id}")
+        task = tasks.get_task_detail(session, task_id).task
+        if TaskStatus(task.status).ended:
+            raise Conflict(f"Task {task_id} already ended as {task.status}; there is nothing to cancel.")
+        if task.status == TaskStatus.PENDING:
+            lines = [
+                f"The {task.type} change of deployment {task.deployment_name} leaves the queue: it never runs."
+            ]
+        else:
+            lines = [
+                f"This stops the {task.type} task of deployment {task.deployment_name} where it is: its running "
+                "action is stopped, and so are the tasks its actions started.",
+                "Styrmin does not undo what the task did so far: a half-done upgrade may need a retry or a "
+                "restore.",
+            ]
+        return confirm_page(
+            request,
+            viewer,
+            title=f"Cancel {task.type} task #{task_id}?",
+            lines=lines,
+            action=f"/tasks/{task_id}/cancel",
+            button="Cancel the task",
+            cancel=f"/tasks/{task_id}",
+            back="Keep it",
+            danger=True,
         )

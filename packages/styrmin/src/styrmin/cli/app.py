@@ -12,6 +12,8 @@ from rich.text import Text
 
 from styrmin._environment import URL_ENV
 from styrmin.cli import agents, backups, contexts, deployments, drivers, tasks, users
+from styrmin.cli import revisions as revisions
+from styrmin.cli import task_logs as task_logs
 from styrmin.cli._common import (
     PLAIN_HELP,
     OutputOption,
@@ -22,6 +24,7 @@ from styrmin.cli._common import (
     set_state,
     state,
 )
+from styrmin.cli.apply import apply_command
 from styrmin.cli.config import CONFIG_ENV, ConfigFileError, Context, context_name_for
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.render import ROLE_LABELS, when
@@ -51,6 +54,7 @@ app.add_typer(tasks.app, name="tasks")
 app.add_typer(users.app, name="users")
 app.add_typer(backups.app, name="backups")
 app.add_typer(agents.app, name="agents")
+app.command("apply")(apply_command)
 
 
 def _version(value: bool) -> None:

@@ -23,6 +23,7 @@ from styrmin.cli._common import (
     state,
 )
 from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
+from styrmin.cli.preview import DryRunOption, show_preview
 from styrmin.cli.progress import finish_change
 from styrmin.cli.render import deployment_detail, deployments_table
 
@@ -239,6 +240,7 @@ def create(
     wait: WaitOption = False,
     timeout: WaitTimeoutOption = None,
     output: OutputOption = OutputFormat.TEXT,
+    dry_run: DryRunOption = False,
 ) -> None:
     """Create a deployment of a driver's application (of the driver's newest version unless named)."""
     if driver_version is None:
@@ -249,6 +251,20 @@ def create(
     with state().client() as client:
         if not driver_version:
             driver_version = newest_driver_version(client, driver)
+        if dry_run:
+            show_preview(
+                client,
+                name,
+                "create",
+                output,
+                namespace=namespace or name,
+                driver=driver,
+                driver_version=driver_version,
+                app_version=app_version,
+                configuration=configuration,
+                cluster=cluster,
+            )
+            return
         change = client.deployments.create(
             name,
             namespace=namespace or name,
@@ -316,11 +332,16 @@ def upgrade(
     wait: WaitOption = False,
     timeout: WaitTimeoutOption = None,
     output: OutputOption = OutputFormat.TEXT,
+    dry_run: DryRunOption = False,
 ) -> None:
     """Upgrade the application and/or the driver version (nothing happens if it already runs them)."""
     if app_version is None and driver_version is None:
         raise UsageProblem("Give --app-version, --driver-version or both.")
     with state().client() as client:
+        if dry_run:
+            versions = {"app_version": app_version, "driver_version": driver_version}
+            show_preview(client, name, "upgrade", output, **versions)
+            return
         change = client.deployments.upgrade(name, app_version=app_version, driver_version=driver_version)
         finish_change(client, "Upgrading", change, wait, timeout, output)
 
@@ -348,6 +369,7 @@ def set_configuration(
     wait: WaitOption = False,
     timeout: WaitTimeoutOption = None,
     output: OutputOption = OutputFormat.TEXT,
+    dry_run: DryRunOption = False,
 ) -> None:
     """Change the configuration: starts from the current one (or --file) and applies the options."""
     if not any((file, values, set_values, unset, image, unset_image, env, unset_env)):
@@ -367,6 +389,9 @@ def set_configuration(
             envs=env,
             unset_envs=unset_env,
         )
+        if dry_run:
+            show_preview(client, name, "configure", output, configuration=configuration)
+            return
         change = client.deployments.configure(name, configuration)
         finish_change(client, "Configuring", change, wait, timeout, output)
 

@@ -57,7 +57,7 @@ def show_task(task: Task, output: OutputFormat, *, fail_when_failed: bool = True
         emit(task, output)
     else:
         make_console().print(task_detail(task), soft_wrap=True)
-    if fail_when_failed and task.status == TaskStatus.FAILED:
+    if fail_when_failed and task.status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -78,5 +78,5 @@ def finish_change(
         emit({"deployment": change.deployment, "task": task}, output)
     else:
         make_console().print(task_detail(task), soft_wrap=True)
-    if task.status == TaskStatus.FAILED:
+    if task.status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
         raise typer.Exit(EXIT_FAILED)

@@ -41,13 +41,20 @@ STATUS_STYLES: dict[str, str] = {
     "running": "yellow",
     "succeeded": "green",
     "failed": "bold red",
+    "cancelled": "magenta",
     "deploying": "yellow",
     "upgrade-failed": "bold red",
     "stopped": "blue",
     "deleting": "yellow",
     "deleted": "dim",
 }
-STATUS_ICONS: dict[str, str] = {"pending": "·", "running": "»", "succeeded": "✓", "failed": "✗"}
+STATUS_ICONS: dict[str, str] = {
+    "pending": "·",
+    "running": "»",
+    "succeeded": "✓",
+    "failed": "✗",
+    "cancelled": "⊘",
+}
 
 
 # --- small pieces ------------------------------------------------------------------------------
@@ -154,6 +161,10 @@ def task_detail(task: Task) -> Group:
         _field("Status", status(task.status.value)),
         _field("Requested by", task.requested_by),
     ]
+    if task.waiting is not None:
+        parts.append(_field("Waiting", Text(clean(task.waiting.message), style="yellow")))
+    if task.cancelled_by is not None:
+        parts.append(_field("Cancelled by", f"{clean(task.cancelled_by)}, {when(task.cancelled_at)}"))
     if task.started_by is not None:
         by = task.started_by
         parts.append(
@@ -228,7 +239,9 @@ def started_task_detail(started: StartedTask, indent: int) -> list[RenderableTyp
 
 
 def tasks_table(tasks: Sequence[TaskSummary], wide: bool = False) -> Table:
-    columns = ["ID", "DEPLOYMENT", "TYPE", "STATUS", "REVISION", "REQUESTED BY", "AGE", "DURATION", "ERROR"]
+    columns = [
+        "ID", "DEPLOYMENT", "TYPE", "STATUS", "REVISION", "REQUESTED BY", "AGE", "DURATION", "ERROR / WAITING"
+    ]  # fmt: skip
     table = _table(*columns, *(["CREATED", "ENDED"] if wide else []))
     for t in tasks:
         row: list[str | Text] = [
@@ -240,7 +253,7 @@ def tasks_table(tasks: Sequence[TaskSummary], wide: bool = False) -> Table:
             clean(t.requested_by),
             age(t.created_at),
             duration(t.duration),
-            _short(t.error, 200 if wide else 60),
+            _short(t.waiting.message if t.waiting is not None else t.error, 200 if wide else 60),
         ]
         if wide:
             row += [when(t.created_at), when(t.ended_at)]

@@ -1,8 +1,9 @@
-"""``styrminctl tasks``: list, show, wait for and retry tasks."""
+"""``styrminctl tasks``: list, show, wait for, retry and cancel tasks."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import time
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -16,12 +17,17 @@ from styrmin.cli._common import (
     WaitTimeoutOption,
     complete_deployment,
     complete_task,
+    fail,
     handle_errors,
+    poll_interval,
     state,
 )
 from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.progress import finish_change, show_task, wait_live
-from styrmin.cli.render import tasks_table
+from styrmin.cli.render import task_detail, tasks_table
+
+if TYPE_CHECKING:
+    from styrmin import Client, Task
 
 app = typer.Typer(
     rich_markup_mode=PLAIN_HELP, help="Tasks: what each change did, step by step.", no_args_is_help=True
@@ -104,3 +110,55 @@ def retry(
     with state().client() as client:
         change = client.tasks.retry(task_id)
         finish_change(client, f"Retrying task {task_id} of", change, wait, timeout, output)
+
+
+@app.command()
+@handle_errors
+def cancel(
+    task_id: TaskArgument,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait", help="Then wait until its agent has stopped the running action, and show the task."
+        ),
+    ] = False,
+    timeout: WaitTimeoutOption = None,
+    output: OutputOption = OutputFormat.TEXT,
+) -> None:
+    """Cancel a pending or running task. A pending task leaves the queue; a running one ends at once as
+    cancelled, its running action is stopped, and so are the tasks its actions started. The cluster is
+    left as it is: a change cancelled half done may need a retry or a restore."""
+    with state().client() as client:
+        task = client.tasks.cancel(task_id)
+        if wait:
+            task = _until_stopped(client, task, timeout)
+    if is_machine(output):
+        emit(task, output)
+        return
+    console = make_console()
+    console.print(Text(f"Cancelled task {task_id} ({task.type.value} of {task.deployment})."), soft_wrap=True)
+    if task.started_at is not None:
+        console.print(
+            Text(
+                "Styrmin left the cluster as it was: look at the deployment; a half-done change may need "
+                f"a retry (styrminctl tasks retry {task_id}) or a restore.",
+                style="dim",
+            ),
+            soft_wrap=True,
+        )
+    if wait:
+        console.print(task_detail(task), soft_wrap=True)
+
+
+def _until_stopped(client: Client, task: Task, timeout: float | None) -> Task:
+    """``task`` once its agent has stopped its work (``stopped_at`` set); fails after ``timeout``."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while task.stopped_at is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            fail(
+                f"Task {task.id} is cancelled, but its agent had not stopped its running action after "
+                f"{timeout:g} s. Look at the agent's logs; styrminctl tasks get {task.id} shows when it stopped."
+            )
+        time.sleep(poll_interval())
+        task = client.tasks.get(task.id)
+    return task

@@ -1,0 +1,155 @@
+"""The real adapters of the agent's ports: lightkube, Helm, the SDK and the backup storage locations."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import styrmin
+from styrmin_backend.agent.backup_storage import BackupFolder, BackupStorage, S3Storage, storage_for
+from styrmin_backend.agent.helm_lock import ReleaseWrites
+from styrmin_backend.agent.ports import ChartRequest, ContainerView, LinkedTask, PreparedChart, WorkloadView
+from styrmin_backend.cluster import ClusterAccess
+from styrmin_backend.drivers import InstallChart, prepare_install_chart
+from styrmin_backend.drivers.render import REPLICAS_ANNOTATION
+
+LINKED_TASK_POLL_SECONDS = 0.5
+
+
+class KubeCluster:
+    """The cluster port over :class:`ClusterAccess` (lightkube), workloads read as :class:`WorkloadView`."""
+
+    def __init__(self, access: ClusterAccess) -> None:
+        self.access = access
+
+    def action_env(self) -> dict[str, str]:
+        return self.access.connection.action_env()
+
+    async def ensure_namespace(self, namespace: str) -> None:
+        await self.access.ensure_namespace(namespace)
+
+    async def write_styrmin_deployment(
+        self, namespace: str, name: str, spec: dict[str, Any], revision: int
+    ) -> int | None:
+        return await self.access.write_styrmin_deployment(namespace, name, spec, revision)
+
+    async def styrmin_deployment_revision(self, namespace: str, name: str) -> int | None:
+        return await self.access.styrmin_deployment_revision(namespace, name)
+
+    async def delete_styrmin_deployment(self, namespace: str, name: str) -> None:
+        await self.access.delete_styrmin_deployment(namespace, name)
+
+    async def workload(self, namespace: str, kind: str, name: str) -> WorkloadView:
+        workload = await self.access.workload(namespace, kind, name)
+        pod = workload.spec.template.spec if workload.spec else None
+        annotations = (workload.metadata.annotations or {}) if workload.metadata else {}
+        configured = annotations.get(REPLICAS_ANNOTATION)
+        status = workload.status
+        return WorkloadView(
+            replicas=int(workload.spec.replicas or 0) if workload.spec else 0,
+            ready_replicas=int((status.readyReplicas if status else 0) or 0),
+            containers=tuple(ContainerView(c.name, c.image or "") for c in (pod.containers if pod else [])),
+            configured_replicas=int(configured) if configured is not None else None,
+        )
+
+    async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
+        await self.access.wait_scaled(namespace, kind, name, replicas, timeout)
+
+    async def write_secret(
+        self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str]
+    ) -> None:
+        await self.access.write_secret(namespace, name, data, labels)
+
+
+@dataclass
+class RenderedChart:
+    """A chart rendered into a scratch folder of its own."""
+
+    chart: InstallChart
+    scratch: tempfile.TemporaryDirectory[str]
+
+    async def discard(self) -> None:
+        await asyncio.to_thread(self.scratch.cleanup)
+
+
+class HelmCharts:
+    """The Helm port: the chart rendered with the deployment's configuration, then Helm's writes."""
+
+    def __init__(self, releases: ReleaseWrites) -> None:
+        self.releases = releases
+
+    async def prepare(self, request: ChartRequest) -> PreparedChart:
+        scratch = tempfile.TemporaryDirectory(prefix="styrmin-chart-")
+
+        def render() -> InstallChart:
+            return prepare_install_chart(
+                request.driver_dir,
+                request.spec,
+                request.release,
+                request.namespace,
+                request.app_version,
+                request.configuration,
+                Path(scratch.name) / "chart",
+                is_upgrade=request.is_upgrade,
+                stopped_components=request.stopped_components,
+            )
+
+        try:
+            # In a thread: rendering and writing the files would hold up the agent's other tasks.
+            chart = await asyncio.to_thread(render)
+        except BaseException:
+            await asyncio.to_thread(scratch.cleanup)
+            raise
+        return RenderedChart(chart, scratch)
+
+    async def apply(self, chart: PreparedChart, release: str, namespace: str, timeout: int) -> str | None:
+        assert isinstance(chart, RenderedChart)
+        rendered = chart.chart
+        return await self.releases.apply(rendered.path, rendered.values, release, namespace, timeout)
+
+    async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
+        return await self.releases.uninstall(release, namespace, timeout)
+
+
+class SdkLinkedChanges:
+    """Linked changes through the Python SDK, as the reconciliation's actions' token."""
+
+    async def upgrade_and_wait(
+        self,
+        url: str,
+        token: str,
+        deployment: str,
+        *,
+        app_version: str,
+        driver_version: str,
+        started_by_step: int,
+    ) -> LinkedTask | None:
+        async with styrmin.AsyncClient(url=url, token=token) as client:
+            change = await client.deployments.upgrade(
+                deployment,
+                app_version=app_version,
+                driver_version=driver_version,
+                started_by_step=started_by_step,
+            )
+            if change.task is None:
+                return None
+            task = await client.tasks.wait(change.task.id, interval=LINKED_TASK_POLL_SECONDS)
+        return LinkedTask(task.id, task.status == styrmin.TaskStatus.FAILED, task.error)
+
+
+class StorageLocations:
+    """The backup storage port: the agent's own folder, another folder, or a bucket whose keys are
+    read from the cluster's Secret."""
+
+    def __init__(self, default: BackupFolder, cluster: ClusterAccess | None) -> None:
+        self.default = default
+        self.cluster = cluster
+
+    async def open(self, location: dict[str, Any] | None) -> BackupStorage:
+        return await storage_for(location, self.default, self.cluster)
+
+    def job_secret(self, storage: BackupStorage) -> dict[str, str] | None:
+        return storage.job_credentials() if isinstance(storage, S3Storage) else None

@@ -1,0 +1,345 @@
+"""Every use Styrmin makes of Prefect's private parts, in one place.
+
+Each function here relies on something Prefect does not promise to keep (a private function, the
+order of its engine's calls, a field of a request body). ``tests/agent_prefect/test_prefect_compat.py``
+holds one canary per entry of ``PATCHES``: after a Prefect upgrade, a canary that fails names the
+patch whose ground moved, so it is fixed or dropped knowingly rather than silently doing nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any, Final
+
+PATCHES: Final = (
+    "flow_run_in_work_pool",
+    "skip_the_engines_first_update",
+    "read_default_result_storage_once",
+    "memoize_parameter_schemas",
+    "api_log_sink",
+    "action_settings",
+    "clients_made_before_fork",
+    "complete_prefects_models",
+)
+"""The names of the patches below; each has a canary test of the same name."""
+
+
+class PrefectCompatibilityError(RuntimeError):
+    """This Prefect version no longer has what a patch of ``_compat`` relies on."""
+
+    def __init__(self, patch: str, what: str) -> None:
+        super().__init__(
+            f"Styrmin's Prefect patch {patch!r} relies on {what}, which this Prefect version lacks; "
+            f"fix or drop the patch in styrmin_backend/agent/prefect/_compat.py."
+        )
+        self.patch = patch
+
+
+# --- flow_run_in_work_pool -----------------------------------------------------------------------
+
+
+async def create_flow_run_in_work_pool(
+    client: Any,
+    action: Any,
+    *,
+    flow_id: str | None,
+    parameters: dict[str, Any],
+    name: str | None,
+    tags: list[str],
+    work_pool: str | None,
+    work_queue: str | None,
+) -> Any:
+    """The action's flow run, Pending, in the agent's work pool and queue, made with one request.
+
+    Prefect's ``create_flow_run`` takes no work pool (only a deployment's runs get one), and asks
+    the server for the flow's id first. The request body here is the one it sends
+    (``FlowRunCreate``), with the flow's id the agent knows from an earlier run and the pool's
+    names. A server that no longer has that flow refuses it: the flow is then made again.
+    """
+    from prefect.client.schemas.actions import FlowRunCreate
+    from prefect.client.schemas.objects import FlowRun, FlowRunPolicy
+    from prefect.exceptions import PrefectHTTPStatusError
+    from prefect.states import Pending, to_state_create
+
+    def body(known_flow_id: Any) -> dict[str, Any]:
+        create = FlowRunCreate(
+            flow_id=known_flow_id,
+            flow_version=action.version,
+            name=name,
+            parameters=parameters,
+            context={},
+            tags=list(tags),
+            parent_task_run_id=None,
+            state=to_state_create(Pending()),
+            empirical_policy=FlowRunPolicy(
+                retries=action.retries, retry_delay=int(action.retry_delay_seconds or 0)
+            ),
+            work_pool_name=work_pool,
+            work_queue_name=work_queue if work_pool else None,
+        )
+        return create.model_dump(mode="json", exclude_unset=True)
+
+    if flow_id is not None:
+        try:
+            response = await client.request("POST", "/flow_runs/", json=body(flow_id))
+        except PrefectHTTPStatusError:  # the flow is gone (its server's database was reset)
+            pass
+        else:
+            return _flow_run(FlowRun, response, parameters)
+    new_flow_id = await client.create_flow(action)
+    response = await client.request("POST", "/flow_runs/", json=body(new_flow_id))
+    return _flow_run(FlowRun, response, parameters)
+
+
+def _flow_run(model: Any, response: Any, parameters: dict[str, Any]) -> Any:
+    flow_run = model.model_validate(response.json())
+    flow_run.parameters = parameters
+    return flow_run
+
+
+# --- skip_the_engines_first_update ---------------------------------------------------------------
+
+
+def skip_the_engines_first_update(created: Any) -> None:
+    """Spare the engine its first call, which changes nothing on a flow run made here.
+
+    Given a flow run, Prefect's engine first sends the flow's version and retry policy to it
+    (``update_flow_run``); the flow run was made with both, from the same flow. That call is
+    answered here, unsent, when it carries exactly what the flow run was made with; any other
+    update is sent. (This process runs one flow run, so patching the client classes is safe.)
+    """
+    from prefect.client.orchestration import PrefectClient, SyncPrefectClient
+
+    version, policy = created.flow_version, created.empirical_policy.model_copy()
+
+    def unchanged(flow_run_id: Any, args: tuple[Any, ...], changes: dict[str, Any]) -> bool:
+        return (
+            flow_run_id == created.id
+            and not args
+            and set(changes) == {"flow_version", "empirical_policy"}
+            and changes["flow_version"] == version
+            and changes["empirical_policy"] == policy
+        )
+
+    update_async, update_sync = PrefectClient.update_flow_run, SyncPrefectClient.update_flow_run
+
+    async def update_unless_unchanged_async(self: Any, flow_run_id: Any, *args: Any, **changes: Any) -> Any:
+        if unchanged(flow_run_id, args, changes):
+            return None  # the engine does not use the answer
+        return await update_async(self, flow_run_id, *args, **changes)
+
+    def update_unless_unchanged_sync(self: Any, flow_run_id: Any, *args: Any, **changes: Any) -> Any:
+        if unchanged(flow_run_id, args, changes):
+            return None
+        return update_sync(self, flow_run_id, *args, **changes)
+
+    PrefectClient.update_flow_run = update_unless_unchanged_async  # type: ignore[method-assign]
+    SyncPrefectClient.update_flow_run = update_unless_unchanged_sync  # type: ignore[method-assign]
+
+
+# --- read_default_result_storage_once ------------------------------------------------------------
+
+_RESULT_STORAGE_READERS: Final = (
+    "_aread_server_default_result_storage_block_id",
+    "_read_server_default_result_storage_block_id",
+)
+
+
+class _DefaultResultStorage:
+    """The Prefect server's default result storage, read once per flow run instead of twice.
+
+    Prefect's engine asks the server for it while starting a flow run, once to decide whether
+    results persist (async) and once for the result store (sync): two calls in a row, with the same
+    answer. A process runs one flow run, so the first answer holds for the rest of it. The read
+    starts as the job arrives, beside the flow run's first calls to the server.
+    """
+
+    def __init__(self, read_async: Any, read_sync: Any) -> None:
+        self._read_async = read_async
+        self._read_sync = read_sync
+        self._answer: list[Any] = []
+        self._reading: asyncio.Future[Any] | None = None
+
+    def start_reading(self) -> None:
+        if self._reading is None and not self._answer:
+            self._reading = asyncio.ensure_future(self._read_async())
+
+    async def first_answer_async(self) -> Any:
+        if not self._answer:
+            answer = await (self._reading if self._reading is not None else self._read_async())
+            self._answer[:] = self._answer or [answer]
+        return self._answer[0]
+
+    def first_answer_sync(self) -> Any:
+        if not self._answer:
+            # Called on the event loop's thread, it cannot wait there for a read still running.
+            reading = self._reading
+            done = reading is not None and reading.done() and reading.exception() is None
+            self._answer[:] = [reading.result() if reading is not None and done else self._read_sync()]
+        return self._answer[0]
+
+
+_default_result_storage: list[_DefaultResultStorage] = []
+
+
+def read_default_result_storage_once() -> None:
+    """Make a flow run read the Prefect server's default result storage once (``_DefaultResultStorage``)."""
+    import prefect.results
+
+    read_async, read_sync = (getattr(prefect.results, name, None) for name in _RESULT_STORAGE_READERS)
+    if read_async is None or read_sync is None:
+        raise PrefectCompatibilityError(
+            "read_default_result_storage_once", "prefect.results." + " and ".join(_RESULT_STORAGE_READERS)
+        )
+    storage = _DefaultResultStorage(read_async, read_sync)
+    _default_result_storage[:] = [storage]
+    setattr(prefect.results, _RESULT_STORAGE_READERS[0], storage.first_answer_async)
+    setattr(prefect.results, _RESULT_STORAGE_READERS[1], storage.first_answer_sync)
+
+
+def start_reading_the_default_result_storage() -> None:
+    """Start the one read (in a forked process: a fresh read of its own)."""
+    for storage in _default_result_storage:
+        storage.start_reading()
+
+
+# --- memoize_parameter_schemas -------------------------------------------------------------------
+
+
+def memoize_parameter_schemas() -> None:
+    """Make Prefect compute each flow parameters' JSON schema once per signature in this process.
+
+    Prefect computes it for every ``@flow`` as the driver's module is imported (the schema of a
+    ``GlobalContext`` parameter takes ~25 ms, more on a busy machine), although a flow run never uses
+    it; an ``actions.py`` holds several flows with the same parameters. Computed once for the usual
+    signatures before the job arrives, the action's module imports without it. The schema depends
+    only on the parameters (name, kind, default, annotation) and their docstrings: the key.
+    """
+    import prefect.flows
+    from prefect.utilities.callables import generate_parameter_schema, parameter_docstrings
+
+    if not callable(getattr(prefect.flows, "parameter_schema", None)):
+        raise PrefectCompatibilityError("memoize_parameter_schemas", "prefect.flows.parameter_schema")
+    schemas: dict[Any, Any] = {}
+
+    def parameter_schema(fn: Any) -> Any:
+        try:
+            signature = inspect.signature(fn, eval_str=True)
+        except (NameError, TypeError):
+            signature = inspect.signature(fn)
+        docstrings = parameter_docstrings(inspect.getdoc(fn))
+        key = (
+            tuple((p.name, p.kind, repr(p.default), p.annotation) for p in signature.parameters.values()),
+            tuple(sorted(docstrings.items())),
+        )
+        try:
+            schema = schemas.get(key)
+        except TypeError:  # an annotation that cannot be a key
+            return generate_parameter_schema(signature, docstrings)
+        if schema is None:
+            schema = schemas[key] = generate_parameter_schema(signature, docstrings)
+        return schema.model_copy(deep=True)
+
+    prefect.flows.parameter_schema = parameter_schema  # type: ignore[attr-defined]
+
+
+# --- api_log_sink --------------------------------------------------------------------------------
+
+
+def send_logs_to(sink: Callable[[dict[str, Any]], None]) -> None:
+    """Hand each log record the flow run would send to the Prefect server to ``sink`` instead.
+
+    The agent sends them: it still has them when the action's process is killed, so a crashed
+    run's logs are complete.
+    """
+    from prefect.logging import handlers
+
+    set_sink = getattr(handlers, "set_api_log_sink", None)
+    if set_sink is None:
+        raise PrefectCompatibilityError("api_log_sink", "prefect.logging.handlers.set_api_log_sink")
+    set_sink(sink)
+
+
+# --- action_settings ----------------------------------------------------------------------------
+
+
+def action_settings() -> Any:
+    """The current Prefect settings, without flow run heartbeats and the client's version check.
+
+    Heartbeats would only tell the server that the process is alive, which the agent watches
+    itself (and the sync engine's heartbeat thread costs ~1 s at the end of every run). The version
+    check costs each action a request; the agent checks the Prefect server itself. Computed once
+    in the fork server: building Prefect's settings costs ~0.1 s of CPU.
+    """
+    from prefect.context import get_settings_context
+
+    settings = get_settings_context().settings
+    for section, name in (("flows", "heartbeat_frequency"), ("client", "server_version_check_enabled")):
+        if not hasattr(getattr(settings, section, None), name):
+            raise PrefectCompatibilityError("action_settings", f"the setting {section}.{name}")
+    return settings.copy_with_update(
+        updates={"flows.heartbeat_frequency": None, "client.server_version_check_enabled": False}
+    )
+
+
+# --- clients_made_before_fork --------------------------------------------------------------------
+
+
+def client_contexts() -> tuple[Any, Any]:
+    """Prefect's sync and async client contexts, made but not entered (no connection, no loop).
+
+    Made in the fork server, so that an action's process does not build its own (each loads the
+    CA bundle into an SSL context: ~0.1 s of CPU). The forked process enters them: its
+    connections are its own. Call ``own_client_identities`` in the forked process first.
+    """
+    from prefect.context import AsyncClientContext, SyncClientContext
+
+    return SyncClientContext(), AsyncClientContext()
+
+
+def own_client_identities(*contexts: Any) -> None:
+    """Give each client of ``contexts`` a CSRF client id of its own (forks share the parent's)."""
+    import uuid
+
+    for context in contexts:
+        http = getattr(context.client, "_client", None)
+        if http is None or not hasattr(http, "csrf_client_id"):
+            raise PrefectCompatibilityError("clients_made_before_fork", "the clients' _client.csrf_client_id")
+        http.csrf_client_id = uuid.uuid4()
+
+
+# --- complete_prefects_models --------------------------------------------------------------------
+
+_MODEL_MODULES: Final = (
+    "prefect.client.schemas.objects",
+    "prefect.client.schemas.actions",
+    "prefect.client.schemas.responses",
+    "prefect.client.schemas.filters",
+    "prefect.context",
+)
+
+
+def complete_prefects_models() -> int:
+    """Build the validators Prefect's API models defer to their first use (~0.1 s of CPU in a flow run).
+
+    Returns how many models were completed.
+    """
+    import importlib
+
+    from pydantic import BaseModel
+
+    completed = 0
+    for name in _MODEL_MODULES:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseModel)
+                and value.__module__ == name
+                and not value.__pydantic_complete__
+            ):
+                value.model_rebuild()
+                completed += 1
+    return completed

@@ -1,0 +1,129 @@
+"""One Helm operation at a time on a deployment's release, across agents and servers.
+
+Helm refuses a write to a release while another runs on it ("another operation (install/upgrade/
+rollback) is in progress"). Changes of one deployment run side by side, so each Helm operation takes
+this lock for as long as it lasts: a row per release with the holding task and a lease that its
+agent renews. A lock whose lease ran out (its agent crashed) is free for the next task.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import delete, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.errors import Conflict
+from styrmin_backend.domain.tasks import StepStatus
+from styrmin_backend.protocol import HelmLockAnswer
+from styrmin_backend.services import workflow
+from styrmin_backend.services.agents import AgentIdentity, held_task
+from styrmin_backend.store.models import HelmLockRow, StepRow
+
+WAITS_FOR_HELM_NOTE = (
+    "Waits for the Helm operation of task {holder} on release {release} to end: Helm runs one "
+    "operation at a time per deployment."
+)
+
+
+def _key(agent: AgentIdentity, namespace: str, release: str) -> str:
+    return f"{agent.cluster}/{namespace}/{release}"
+
+
+def acquire_helm_lock(
+    session: Session, agent: AgentIdentity, task_id: int, namespace: str, release: str, lease: timedelta
+) -> HelmLockAnswer:
+    """Take the lock of ``release`` for task ``task_id`` if it is free (or already the task's).
+
+    When another task holds it, the answer names that task, and the waiting task records it (its
+    running step gets a note once per holder): the page and the CLI say what it waits for.
+    """
+    task = held_task(session, agent, task_id)  # raises when the task ended or was cancelled
+    key, now = _key(agent, namespace, release), utcnow()
+    values = {
+        "holder_task_id": task_id,
+        "holder_agent_id": agent.id,
+        "acquired_at": now,
+        "expires_at": now + lease,
+    }
+    insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    # Of two tasks racing for a free lock, exactly one inserts the row; the other's insert does nothing.
+    taken = session.execute(
+        insert(HelmLockRow)
+        .values(release_key=key, deployment_name=release, **values)
+        .on_conflict_do_nothing(index_elements=["release_key"])
+    ).rowcount  # type: ignore[attr-defined]
+    if taken != 1:
+        # An expired lock, or one this task holds already, is taken over by one conditional update.
+        taken = session.execute(
+            update(HelmLockRow)
+            .where(
+                HelmLockRow.release_key == key,
+                or_(HelmLockRow.expires_at < now, HelmLockRow.holder_task_id == task_id),
+            )
+            .values(**values)
+        ).rowcount  # type: ignore[attr-defined]
+    if taken == 1:
+        task.waits_for_helm_of_task_id = None
+        return HelmLockAnswer(acquired=True, holder_task_id=task_id)
+    holder = session.scalar(select(HelmLockRow.holder_task_id).where(HelmLockRow.release_key == key))
+    if holder is None:  # let go of between the two statements: the agent asks again at once
+        return HelmLockAnswer(acquired=False, holder_task_id=task_id)
+    if task.waits_for_helm_of_task_id != holder:
+        task.waits_for_helm_of_task_id = holder
+        step_id = session.scalar(
+            select(StepRow.id)
+            .where(StepRow.task_id == task_id, StepRow.status == StepStatus.RUNNING.value)
+            .order_by(StepRow.position.desc())
+        )
+        if step_id is not None:
+            workflow.add_step_note(
+                session, step_id, WAITS_FOR_HELM_NOTE.format(holder=holder, release=release)
+            )
+    return HelmLockAnswer(acquired=False, holder_task_id=holder)
+
+
+def renew_helm_lock(
+    session: Session, agent: AgentIdentity, task_id: int, namespace: str, release: str, lease: timedelta
+) -> None:
+    """Extend the lease of a lock the task holds; raises Conflict when it lost it (its lease ran out).
+
+    A cancelled task's lock is renewed too: its Helm operation still runs until Helm returns.
+    """
+    renewed = session.execute(
+        update(HelmLockRow)
+        .where(
+            HelmLockRow.release_key == _key(agent, namespace, release),
+            HelmLockRow.holder_task_id == task_id,
+            HelmLockRow.holder_agent_id == agent.id,
+        )
+        .values(expires_at=utcnow() + lease)
+    ).rowcount  # type: ignore[attr-defined]
+    if renewed != 1:
+        raise Conflict(
+            f"Task {task_id} no longer holds the Helm lock of release {release} (its lease ran out); "
+            "another task may run a Helm operation on it now.",
+            field="task_id",
+        )
+
+
+def release_helm_lock(
+    session: Session, agent: AgentIdentity, task_id: int, namespace: str, release: str
+) -> None:
+    """Let go of the lock of ``release`` if task ``task_id`` holds it (once its Helm operation ended)."""
+    session.execute(
+        delete(HelmLockRow).where(
+            HelmLockRow.release_key == _key(agent, namespace, release), HelmLockRow.holder_task_id == task_id
+        )
+    )
+
+
+def helm_holder(session: Session, cluster: str, namespace: str, release: str) -> int | None:
+    """The task whose Helm operation on ``release`` runs now (its lease not run out), or None."""
+    row = session.get(HelmLockRow, f"{cluster}/{namespace}/{release}")
+    if row is None or row.expires_at < utcnow():
+        return None
+    return row.holder_task_id

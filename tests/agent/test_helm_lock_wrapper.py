@@ -1,0 +1,124 @@
+"""The agent's Helm wrapper and its cancel from Prefect, on in-memory fakes of the server and Helm (fast).
+
+The same rules run against the real server in tests/api/test_helm_lock_and_cancel.py and on the whole
+stack in test_concurrent_changes.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from styrmin_backend.agent import helm_lock
+from styrmin_backend.agent.helm_lock import LockedHelmReleases
+from styrmin_backend.agent.prefect import ActionOutcome
+from styrmin_backend.agent.prefect_cancel import CancelFromPrefect
+from styrmin_backend.protocol import HelmLockAnswer
+
+
+class FakeLockServerInMemory:
+    """The server's Helm lock routes, in memory: one holder per release."""
+
+    def __init__(self) -> None:
+        self.holders: dict[str, int] = {}
+        self.calls: list[tuple[str, int]] = []
+        self.cancelled: list[tuple[int, str]] = []
+
+    async def acquire_helm_lock(
+        self, task_id: int, namespace: str, release: str, lease_seconds: int
+    ) -> HelmLockAnswer:
+        self.calls.append(("acquire", task_id))
+        holder = self.holders.setdefault(f"{namespace}/{release}", task_id)
+        return HelmLockAnswer(acquired=holder == task_id, holder_task_id=holder)
+
+    async def renew_helm_lock(self, task_id: int, namespace: str, release: str, lease_seconds: int) -> None:
+        self.calls.append(("renew", task_id))
+
+    async def release_helm_lock(self, task_id: int, namespace: str, release: str) -> None:
+        self.calls.append(("release", task_id))
+        if self.holders.get(f"{namespace}/{release}") == task_id:
+            del self.holders[f"{namespace}/{release}"]
+
+    async def cancelled_in_prefect(self, task_id: int, flow_run_id: str) -> None:
+        self.cancelled.append((task_id, flow_run_id))
+
+
+class FakeHelmInMemory:
+    """Helm that refuses an operation while another runs on the release, as the real one does."""
+
+    def __init__(self, seconds: float = 0.05) -> None:
+        self.running: set[str] = set()
+        self.order: list[str] = []
+        self.seconds = seconds
+
+    async def apply(
+        self, chart: Path, values: dict[str, Any], release: str, namespace: str, timeout: int
+    ) -> None:
+        if release in self.running:
+            raise RuntimeError("another operation (install/upgrade/rollback) is in progress")
+        self.running.add(release)
+        self.order.append(f"start {values['task']}")
+        await asyncio.sleep(self.seconds)
+        self.order.append(f"end {values['task']}")
+        self.running.discard(release)
+
+    async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
+        return True
+
+
+def test_two_tasks_helm_operations_on_one_release_take_turns_and_never_overlap(monkeypatch: Any) -> None:
+    monkeypatch.setattr(helm_lock, "HELM_LOCK_POLL_SECONDS", 0.01)
+    server, helm = FakeLockServerInMemory(), FakeHelmInMemory()
+
+    async def both() -> None:
+        first = LockedHelmReleases(helm, server, 1, lease_seconds=30)
+        second = LockedHelmReleases(helm, server, 2, lease_seconds=30)
+        await asyncio.gather(
+            first.apply(Path("chart"), {"task": 1}, "shop", "shop", 60),
+            second.apply(Path("chart"), {"task": 2}, "shop", "shop", 60),
+        )
+
+    asyncio.run(both())
+    assert helm.order == ["start 1", "end 1", "start 2", "end 2"]
+    assert ("release", 1) in server.calls and server.holders == {}
+
+
+def test_a_task_cancelled_during_its_helm_operation_holds_the_lock_until_helm_returns() -> None:
+    server, helm = FakeLockServerInMemory(), FakeHelmInMemory(seconds=0.3)
+
+    async def cancel_midway() -> list[tuple[str, int]]:
+        locked = LockedHelmReleases(helm, server, 1, lease_seconds=30)
+        running = asyncio.ensure_future(locked.apply(Path("chart"), {"task": 1}, "shop", "shop", 60))
+        await asyncio.sleep(0.05)
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        return list(server.calls)
+
+    calls = asyncio.run(cancel_midway())
+    # Helm's operation ended before the lock was let go of: no other task could meet it.
+    assert helm.order == ["start 1", "end 1"]
+    assert calls[-1] == ("release", 1)
+
+
+class FakeRunnerInMemory:
+    def __init__(self, outcome: ActionOutcome) -> None:
+        self.outcome = outcome
+
+    async def run_action(self, *args: Any, **kwargs: Any) -> ActionOutcome:
+        return self.outcome
+
+
+def test_a_flow_run_cancelled_in_prefect_cancels_the_task_and_stops_its_reconciliation() -> None:
+    server, stopped = FakeLockServerInMemory(), []
+    cancelled = ActionOutcome(False, "Cancelled in Prefect", "run-1", 1.0, cancelled=True)
+    runner = CancelFromPrefect(FakeRunnerInMemory(cancelled), server, 7, lambda: stopped.append(7))
+    assert asyncio.run(runner.run_action(Path("d"), "actions.py::x", {}, {}, 60)) is cancelled
+    assert server.cancelled == [(7, "run-1")] and stopped == [7]
+
+    failed = ActionOutcome(False, "boom", "run-2", 1.0)
+    runner = CancelFromPrefect(FakeRunnerInMemory(failed), server, 8, lambda: stopped.append(8))
+    asyncio.run(runner.run_action(Path("d"), "actions.py::x", {}, {}, 60))
+    assert server.cancelled == [(7, "run-1")] and stopped == [7]  # a failure is not a cancel

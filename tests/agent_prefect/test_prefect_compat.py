@@ -1,0 +1,139 @@
+"""Canaries of Styrmin's Prefect patches (``agent/prefect/_compat.py``): one per patch, each failing
+with the patch's name when a Prefect upgrade changes what the patch relies on."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+
+import pytest
+
+from styrmin_backend.agent.prefect import _compat
+
+
+@pytest.fixture
+def prefect_api_url() -> Iterator[None]:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        yield
+
+
+def _holds(patch: str, condition: bool, what: str) -> None:
+    assert patch in _compat.PATCHES
+    assert condition, (
+        f"Prefect patch {patch!r}: {what} changed in this Prefect version; fix or drop it in _compat.py"
+    )
+
+
+def test_every_patch_has_a_canary() -> None:
+    canaries = {name.removeprefix("test_").removesuffix("_still_holds") for name in globals()}
+    assert set(_compat.PATCHES) <= canaries
+
+
+def test_flow_run_in_work_pool_still_holds() -> None:
+    from prefect.client.orchestration import PrefectClient
+    from prefect.client.schemas.actions import FlowRunCreate
+
+    fields = set(FlowRunCreate.model_fields)
+    wanted = {
+        "flow_id",
+        "flow_version",
+        "parameters",
+        "state",
+        "empirical_policy",
+        "tags",
+        "work_pool_name",
+        "work_queue_name",
+    }
+    _holds("flow_run_in_work_pool", wanted <= fields, f"FlowRunCreate's fields {sorted(wanted - fields)}")
+    _holds(
+        "flow_run_in_work_pool",
+        callable(getattr(PrefectClient, "create_flow", None)),
+        "PrefectClient.create_flow",
+    )
+
+
+def test_skip_the_engines_first_update_still_holds() -> None:
+    from prefect import flow_engine
+
+    source = inspect.getsource(flow_engine)
+    first_update = (
+        "update_flow_run(\n                        flow_run_id=self.flow_run.id,\n"
+        "                        flow_version=self.flow.version,\n"
+        "                        empirical_policy=self.flow_run.empirical_policy,"
+    )
+    _holds(
+        "skip_the_engines_first_update",
+        source.count(first_update) == 2,
+        "the engines' first update_flow_run(flow_version=..., empirical_policy=...)",
+    )
+
+
+def test_read_default_result_storage_once_still_holds() -> None:
+    import prefect.results
+
+    source = inspect.getsource(prefect.results)
+    for name in _compat._RESULT_STORAGE_READERS:
+        _holds(
+            "read_default_result_storage_once",
+            callable(getattr(prefect.results, name, None)) and source.count(f"{name}()") >= 2,
+            f"prefect.results.{name} and its calls by name",
+        )
+
+
+def test_memoize_parameter_schemas_still_holds() -> None:
+    import prefect.flows
+
+    _holds(
+        "memoize_parameter_schemas",
+        "parameter_schema(self.fn)" in inspect.getsource(prefect.flows.Flow.__init__),
+        "Flow.__init__ calling prefect.flows.parameter_schema",
+    )
+
+
+def test_api_log_sink_still_holds() -> None:
+    from prefect.logging import handlers
+
+    _holds("api_log_sink", callable(getattr(handlers, "set_api_log_sink", None)), "set_api_log_sink")
+    _holds(
+        "api_log_sink",
+        "emit_api_log(" in inspect.getsource(handlers.APILogHandler),
+        "APILogHandler sending through emit_api_log",
+    )
+
+
+def test_action_settings_still_holds() -> None:
+    settings = _compat.action_settings()
+
+    _holds("action_settings", settings.flows.heartbeat_frequency is None, "flows.heartbeat_frequency")
+    _holds(
+        "action_settings",
+        settings.client.server_version_check_enabled is False,
+        "client.server_version_check_enabled",
+    )
+
+
+def test_clients_made_before_fork_still_holds(prefect_api_url: None) -> None:
+    sync_clients, async_clients = _compat.client_contexts()
+    before = [context.client._client.csrf_client_id for context in (sync_clients, async_clients)]
+
+    _compat.own_client_identities(sync_clients, async_clients)
+
+    after = [context.client._client.csrf_client_id for context in (sync_clients, async_clients)]
+    _holds(
+        "clients_made_before_fork", all(a != b for a, b in zip(after, before, strict=True)), "csrf_client_id"
+    )
+
+
+def test_complete_prefects_models_still_holds() -> None:
+    from prefect.client.schemas.actions import FlowRunCreate
+    from prefect.client.schemas.objects import FlowRun
+
+    _compat.complete_prefects_models()
+
+    _holds(
+        "complete_prefects_models",
+        FlowRunCreate.__pydantic_complete__ and FlowRun.__pydantic_complete__,
+        "pydantic's deferred model building",
+    )

@@ -1,0 +1,110 @@
+"""The agent's client of the servers: it uses whichever server answers, holds a step while none can
+serve it, and gives up after its retry time naming what was away."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+
+from styrmin_backend.agent.server_api import ServerApi, StyrminAway, parse_server_urls
+from styrmin_backend.services import agents
+from styrmin_backend.store.db import outages_of
+from tests.api.conftest import Stack
+from tests.api.test_database_outage import database_away
+from tests.support.loopback import free_port, served
+
+
+@pytest.fixture(autouse=True)
+def _outages_forgotten(stack: Stack) -> object:
+    yield
+    outages_of(stack.engine).clear()
+
+
+def _agent_key(stack: Stack) -> str:
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    stack.client.post(
+        "/api/v1/deployments",
+        json={"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"},
+        headers=admin,
+    )
+    with stack.session() as session:
+        return agents.create_agent(session, "agent-1", "local")[1]
+
+
+def test_several_server_urls_are_read_from_one_comma_separated_setting() -> None:
+    assert parse_server_urls(" http://a:8080/, https://b ") == ["http://a:8080", "https://b"]
+    with pytest.raises(ValueError, match='"b:8080" is not an http'):
+        parse_server_urls("http://a:8080,b:8080")
+
+
+def test_the_agent_claims_through_the_server_that_answers_and_logs_which(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = _agent_key(stack)
+    dead = f"http://127.0.0.1:{free_port()}"
+
+    async def claim(url: str) -> int | None:
+        api = ServerApi([dead, url], key, retry_seconds=5)
+        try:
+            claimed = await api.claim(30)
+            return None if claimed is None else claimed.task_id
+        finally:
+            await api.close()
+
+    with served(stack.client.app) as url, caplog.at_level(logging.INFO, logger="styrmin.agent"):
+        assert asyncio.run(claim(url)) is not None
+    assert f"Claiming from and reporting to the Styrmin server at {url}" in caplog.text
+
+
+def test_a_step_waits_while_the_database_is_away_and_its_notes_say_so(stack: Stack) -> None:
+    key = _agent_key(stack)
+    released = threading.Event()
+
+    async def run(url: str) -> int:
+        api = ServerApi(url, key, retry_seconds=120)
+        try:
+            claimed = await api.claim(60)
+            assert claimed is not None
+            with database_away(stack):
+                starting = asyncio.ensure_future(api.add_step(claimed.task_id, "Install"))
+                await asyncio.sleep(2)
+                assert not starting.done()  # held: the step is not recorded, its actions do not start
+            released.set()
+            step_id = await starting
+            await api.end_step(step_id, None)
+            return claimed.task_id
+        finally:
+            await api.close()
+
+    with served(stack.client.app) as url:
+        task_id = asyncio.run(run(url))
+    admin = stack.headers(stack.token_for("admin"))
+    steps = stack.client.get(f"/api/v1/tasks/{task_id}", headers=admin).json()["steps"]
+    assert [s["name"] for s in steps] == ["Install"] and steps[0]["status"] == "succeeded"
+    assert steps[0]["notes"][0].startswith(
+        "The agent held this step until Styrmin could serve it again, from "
+    )
+
+
+def test_a_step_gives_up_after_the_retry_time_naming_the_database(stack: Stack) -> None:
+    key = _agent_key(stack)
+
+    async def run(url: str) -> str:
+        api = ServerApi(url, key, retry_seconds=2)
+        try:
+            claimed = await api.claim(60)
+            assert claimed is not None
+            with database_away(stack), pytest.raises(StyrminAway) as caught:
+                await api.add_step(claimed.task_id, "Install")
+            return str(caught.value)
+        finally:
+            await api.close()
+
+    with served(stack.client.app) as url:
+        message = asyncio.run(run(url))
+    assert message.startswith("Styrmin could not serve the agent from ")
+    assert "database cannot be reached" in message and url in message
