@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import tempfile
@@ -251,10 +252,12 @@ def many(stack: StyrminStack, count: int, idle_seconds: float) -> None:
         f"{verdict(share <= IDLE_CPU_WITH_MANY_TARGET)})"
     )
     http = httpx.Client(base_url=stack.url, timeout=60)
-    assert http.post("/login", data={"username": "admin", "password": stack.admin_password}).status_code in (
-        200,
-        303,
+    form = re.search(r'name="csrf_token" value="([^"]+)"', http.get("/login").text)
+    assert form is not None, "no CSRF token in the login form"
+    signed_in = http.post(
+        "/login", data={"username": "admin", "password": stack.admin_password, "csrf_token": form.group(1)}
     )
+    assert signed_in.status_code in (200, 303), signed_in.text[:300]
     api = httpx.Client(
         base_url=stack.url, timeout=60, headers={"Authorization": f"Bearer {stack.client.token}"}
     )

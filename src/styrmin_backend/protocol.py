@@ -13,7 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, TypeAdapter
 
+from styrmin_backend.domain.plan import ChangeFacts, DeclaredAction
 from styrmin_backend.domain.tasks import TaskType
+from styrmin_drivers.spec import DriverSpec
 
 # --- a claimed change ------------------------------------------------------------------------
 
@@ -147,6 +149,41 @@ Change = Annotated[
 """A claimed change, by its type."""
 
 CHANGE_ADAPTER: TypeAdapter[Change] = TypeAdapter(Change)
+
+
+def change_facts(change: Change) -> ChangeFacts:
+    """What the plan (``domain.plan.decide``) reads of a claimed change: the agent runs that plan, a
+    preview shows it."""
+    target = change.target
+    facts = ChangeFacts(change.type, target.app_version, target.driver_version)
+    if isinstance(change, UpgradeChange):
+        return ChangeFacts(
+            change.type,
+            target.app_version,
+            target.driver_version,
+            from_app_version=change.from_app_version,
+            from_driver_version=change.from_driver_version,
+            run_hooks=change.run_hooks,
+        )
+    if isinstance(change, StopChange | StartChange):
+        return ChangeFacts(
+            change.type, target.app_version, target.driver_version, components=tuple(change.components)
+        )
+    if isinstance(change, RestoreChange):
+        return ChangeFacts(
+            change.type,
+            target.app_version,
+            target.driver_version,
+            from_app_version=change.from_app_version,
+            from_driver_version=change.from_driver_version,
+            restores_configuration=change.restores_configuration,
+        )
+    return facts
+
+
+def declared_actions(spec: DriverSpec) -> list[DeclaredAction]:
+    """The actions a driver version declares, as the plan reads them."""
+    return [DeclaredAction(a.name, a.hook, a.mode, a.description) for a in spec.spec.actions]
 
 
 class ClaimedTaskRef(BaseModel):

@@ -53,15 +53,17 @@ class FakeHelmInMemory:
         self.order: list[str] = []
         self.seconds = seconds
 
-    async def apply(
-        self, chart: Path, values: dict[str, Any], release: str, namespace: str, timeout: int
-    ) -> None:
+    async def prepare(self, request: Any) -> Any:
+        return request
+
+    async def apply(self, chart: Any, release: str, namespace: str, timeout: int) -> None:
+        """``chart`` here is the number of the task applying it."""
         if release in self.running:
             raise RuntimeError("another operation (install/upgrade/rollback) is in progress")
         self.running.add(release)
-        self.order.append(f"start {values['task']}")
+        self.order.append(f"start {chart}")
         await asyncio.sleep(self.seconds)
-        self.order.append(f"end {values['task']}")
+        self.order.append(f"end {chart}")
         self.running.discard(release)
 
     async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
@@ -76,8 +78,8 @@ def test_two_tasks_helm_operations_on_one_release_take_turns_and_never_overlap(m
         first = LockedHelmReleases(helm, server, 1, lease_seconds=30)
         second = LockedHelmReleases(helm, server, 2, lease_seconds=30)
         await asyncio.gather(
-            first.apply(Path("chart"), {"task": 1}, "shop", "shop", 60),
-            second.apply(Path("chart"), {"task": 2}, "shop", "shop", 60),
+            first.apply(1, "shop", "shop", 60),
+            second.apply(2, "shop", "shop", 60),
         )
 
     asyncio.run(both())
@@ -90,7 +92,7 @@ def test_a_task_cancelled_during_its_helm_operation_holds_the_lock_until_helm_re
 
     async def cancel_midway() -> list[tuple[str, int]]:
         locked = LockedHelmReleases(helm, server, 1, lease_seconds=30)
-        running = asyncio.ensure_future(locked.apply(Path("chart"), {"task": 1}, "shop", "shop", 60))
+        running = asyncio.ensure_future(locked.apply(1, "shop", "shop", 60))
         await asyncio.sleep(0.05)
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):

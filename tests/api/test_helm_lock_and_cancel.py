@@ -165,7 +165,11 @@ def test_cancelling_a_running_task_ends_it_its_steps_and_children_and_tells_its_
     assert renewal.status_code == 410 and "was cancelled by admin" in renewal.json()["message"]
     step = stack.client.post(f"/api/v1/agent/tasks/{upgrade}/steps", json={"name": "More"}, headers=agent)
     assert step.status_code == 410
-    assert stack.client.post(f"/api/v1/agent/tasks/{upgrade}/end", json={}, headers=agent).status_code == 410
+    assert stack.client.get(f"/api/v1/tasks/{upgrade}", headers=admin).json()["stopped_at"] is None
+    # Its end, once the reconciliation stopped, changes nothing but notes that the work stopped.
+    end = stack.client.post(f"/api/v1/agent/tasks/{upgrade}/end", json={}, headers=agent)
+    assert end.status_code == 200 and end.json()["status"] == "cancelled"
+    assert stack.client.get(f"/api/v1/tasks/{upgrade}", headers=admin).json()["stopped_at"] is not None
     deployment = stack.client.get("/api/v1/deployments/shop", headers=admin).json()
     assert deployment["status"] == "upgrade-failed" and "was cancelled" in deployment["status_reason"]
 
@@ -191,3 +195,27 @@ def test_a_flow_run_cancelled_in_the_prefect_ui_cancels_its_task(stack: Stack) -
     task = stack.client.get(f"/api/v1/tasks/{task_id}", headers=admin).json()
     assert task["status"] == "cancelled" and task["cancelled_by"] == f"the Prefect UI (flow run {flow_run})"
     assert task["steps"][0]["status"] == "cancelled"
+
+
+def test_cancelling_a_task_an_action_started_leaves_its_parent_running(stack: Stack) -> None:
+    _deploy(stack)
+    agent = _agent(stack)
+    claim = _claim(stack, agent)
+    parent = claim["task"]["id"]
+    hook = stack.client.post(
+        f"/api/v1/agent/tasks/{parent}/steps", json={"name": "Run the setup post-hook"}, headers=agent
+    ).json()
+    child = stack.client.post(
+        "/api/v1/deployments/shop/stop",
+        json={"components": ["task-worker"], "started_by_step": hook["id"]},
+        headers=stack.headers(claim["actions_token"]),
+    ).json()["task"]["id"]
+    admin = stack.headers(stack.token_for("admin"))
+    assert stack.client.post(f"/api/v1/tasks/{child}/cancel", headers=admin).status_code == 200
+    assert stack.client.get(f"/api/v1/tasks/{child}", headers=admin).json()["status"] == "cancelled"
+    # The parent's action learns it from the child's status (its primitive then fails the step).
+    assert stack.client.get(f"/api/v1/tasks/{parent}", headers=admin).json()["status"] == "running"
+    renewal = stack.client.post(
+        f"/api/v1/agent/tasks/{parent}/lease", json={"lease_seconds": 60}, headers=agent
+    )
+    assert renewal.status_code == 200

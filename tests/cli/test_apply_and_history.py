@@ -97,3 +97,18 @@ def test_history_lists_revisions_and_rollback_restores_a_configuration(ctl: Ctl)
     assert [row.split()[:2] for row in rows[1:]] == [["3", "configure"], ["2", "configure"], ["1", "create"]]
     assert one["configuration"]["values"] == {"replicas": 3}
     assert now["configuration"]["values"] == {}
+
+
+def test_apply_dry_run_of_a_new_deployment_shows_its_create_and_creates_nothing(
+    ctl: Ctl, tmp_path: Path
+) -> None:
+    name = unique("shop")
+    file = tmp_path / "new.yaml"
+    file.write_text(f"name: {name}\ndriver: demo\ndriver_version: 1.0.0\n")
+
+    code, output = _apply(ctl, file, "--dry-run")
+
+    assert code == 0, output
+    assert "Change: create (revision 1)" in output
+    assert "Install the application" in output
+    assert ctl("deployments", "get", name).exit_code == 1

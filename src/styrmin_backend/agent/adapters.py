@@ -10,9 +10,8 @@ from typing import Any
 
 import styrmin
 from styrmin_backend.agent.backup_storage import BackupFolder, BackupStorage, S3Storage, storage_for
-from styrmin_backend.agent.helm_lock import ReleaseWrites
 from styrmin_backend.agent.ports import ChartRequest, ContainerView, LinkedTask, PreparedChart, WorkloadView
-from styrmin_backend.cluster import ClusterAccess
+from styrmin_backend.cluster import ClusterAccess, HelmReleases
 from styrmin_backend.drivers import InstallChart, prepare_install_chart
 from styrmin_backend.drivers.render import REPLICAS_ANNOTATION
 
@@ -78,7 +77,7 @@ class RenderedChart:
 class HelmCharts:
     """The Helm port: the chart rendered with the deployment's configuration, then Helm's writes."""
 
-    def __init__(self, releases: ReleaseWrites) -> None:
+    def __init__(self, releases: HelmReleases) -> None:
         self.releases = releases
 
     async def prepare(self, request: ChartRequest) -> PreparedChart:

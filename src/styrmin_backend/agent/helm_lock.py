@@ -15,9 +15,9 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from styrmin_backend.agent.ports import ChartRequest, Helm, PreparedChart
 from styrmin_backend.agent.server_api import ServerApi, ServerError
 
 log = logging.getLogger("styrmin.agent")
@@ -26,16 +26,6 @@ HELM_LOCK_POLL_SECONDS = 0.5
 """How often a task waiting for another task's Helm operation asks for the lock again."""
 
 _T = TypeVar("_T")
-
-
-class ReleaseWrites(Protocol):
-    """The Helm operations on a deployment's release (``cluster.HelmReleases``, or this wrapper)."""
-
-    async def apply(
-        self, chart: Path, values: dict[str, Any], release: str, namespace: str, timeout: int
-    ) -> str | None: ...
-
-    async def uninstall(self, release: str, namespace: str, timeout: int) -> bool: ...
 
 
 class HelmLockApi(Protocol):
@@ -53,25 +43,26 @@ class HelmLockApi(Protocol):
 
 
 class LockedHelmReleases:
-    """The Helm operations of task ``task_id``, each under the deployment's Helm lock."""
+    """The Helm port of task ``task_id``: each write to the release under the deployment's Helm lock
+    (rendering a chart needs none)."""
 
-    def __init__(
-        self, helm: ReleaseWrites, api: HelmLockApi | ServerApi, task_id: int, lease_seconds: int
-    ) -> None:
+    def __init__(self, helm: Helm, api: HelmLockApi | ServerApi, task_id: int, lease_seconds: int) -> None:
         self._helm = helm
         self._api = api
         self._task_id = task_id
         self._lease_seconds = lease_seconds
 
-    async def apply(
-        self, chart: Path, values: dict[str, Any], release: str, namespace: str, timeout: int
-    ) -> str | None:
-        """``HelmReleases.apply`` once no other task runs a Helm operation on the release."""
+    async def prepare(self, request: ChartRequest) -> PreparedChart:
+        """Render the chart, as the wrapped port does."""
+        return await self._helm.prepare(request)
+
+    async def apply(self, chart: PreparedChart, release: str, namespace: str, timeout: int) -> str | None:
+        """Install or upgrade once no other task runs a Helm operation on the release."""
         async with self._held(namespace, release):
-            return await _to_the_end(self._helm.apply(chart, values, release, namespace, timeout))
+            return await _to_the_end(self._helm.apply(chart, release, namespace, timeout))
 
     async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
-        """``HelmReleases.uninstall`` once no other task runs a Helm operation on the release."""
+        """Uninstall once no other task runs a Helm operation on the release."""
         async with self._held(namespace, release):
             return await _to_the_end(self._helm.uninstall(release, namespace, timeout))
 

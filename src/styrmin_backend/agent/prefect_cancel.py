@@ -19,7 +19,7 @@ log = logging.getLogger("styrmin.agent")
 
 
 class ActionRuns(Protocol):
-    """What a reconciliation asks of the action runner (``agent.prefect.ActionRunner``)."""
+    """The action runner (``agent.prefect.ActionRunner``), whose outcome says whether it was cancelled."""
 
     def run_action(
         self,

@@ -23,13 +23,11 @@ from styrmin_backend.agent.backup_storage import BackupStorage
 from styrmin_backend.agent.failures import StepFailed
 from styrmin_backend.agent.ports import ActionResult, ChartRequest, Ports
 from styrmin_backend.agent.prefect.health import prefect_unreachable_error
-from styrmin_backend.agent.server_api import ServerError, StyrminAway, describe_error
+from styrmin_backend.agent.server_api import ServerError, describe_error
 from styrmin_backend.cluster import ClusterError, ReplicasChanged
 from styrmin_backend.domain import steps
 from styrmin_backend.domain.deployments import later_revision_wins
 from styrmin_backend.domain.plan import (
-    ChangeFacts,
-    DeclaredAction,
     Operation,
     Plan,
     PlannedStep,
@@ -43,18 +41,17 @@ from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec
 from styrmin_backend.protocol import (
     AppliedVersions,
     BackupChange,
-    Change,
     Claim,
     ComponentStatus,
     DeleteBackupChange,
     RestoreChange,
-    StartChange,
-    StopChange,
     TaskResult,
     UpgradeChange,
+    change_facts,
+    declared_actions,
 )
 
-__all__ = ["CHART_TIMEOUT_SECONDS", "Reconciliation", "StepFailed", "change_facts", "declared_actions"]
+__all__ = ["CHART_TIMEOUT_SECONDS", "Reconciliation", "StepFailed"]
 
 log = logging.getLogger("styrmin.agent")
 CHART_TIMEOUT_SECONDS = 600
@@ -72,40 +69,6 @@ class Target:
     current_app_version: str | None
     configuration: DeploymentConfiguration
     stopped_components: list[str]
-
-
-def change_facts(change: Change) -> ChangeFacts:
-    """What the plan needs of a claimed change."""
-    target = change.target
-    facts = ChangeFacts(change.type, target.app_version, target.driver_version)
-    if isinstance(change, UpgradeChange):
-        return ChangeFacts(
-            change.type,
-            target.app_version,
-            target.driver_version,
-            from_app_version=change.from_app_version,
-            from_driver_version=change.from_driver_version,
-            run_hooks=change.run_hooks,
-        )
-    if isinstance(change, StopChange | StartChange):
-        return ChangeFacts(
-            change.type, target.app_version, target.driver_version, components=tuple(change.components)
-        )
-    if isinstance(change, RestoreChange):
-        return ChangeFacts(
-            change.type,
-            target.app_version,
-            target.driver_version,
-            from_app_version=change.from_app_version,
-            from_driver_version=change.from_driver_version,
-            restores_configuration=change.restores_configuration,
-        )
-    return facts
-
-
-def declared_actions(spec: DriverSpec) -> list[DeclaredAction]:
-    """The driver's actions, as a plan needs them."""
-    return [DeclaredAction(a.name, a.hook, a.mode, a.description) for a in spec.spec.actions]
 
 
 class Reconciliation:
@@ -147,7 +110,7 @@ class Reconciliation:
             await self._workflow()
             ended = await asyncio.gather(self._steps_ended(), self._components() if reports else _nothing())
             components = ended[1]
-        except (StepFailed, StyrminAway) as failed:  # StyrminAway: no server served within the retry time
+        except StepFailed as failed:
             error = str(failed)
         except Exception as unexpected:  # a bug: say so, keep the agent running
             log.exception("Task %s failed unexpectedly", self.claim.task_id)

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from styrmin_backend.agent.failures import StepFailed
 from styrmin_backend.domain.outages import retry_delay
 from styrmin_backend.protocol import Claim, ComponentStatus, HelmLockAnswer, TaskResult
 
@@ -65,8 +66,11 @@ class ServerError(Exception):
         return self.status_code is None or self.status_code >= 500
 
 
-class StyrminAway(ServerError):
-    """No server served a call within the retry time; the message names what was away, from when to when."""
+class StyrminAway(ServerError, StepFailed):
+    """No server served a call within the retry time; the message names what was away, from when to when.
+
+    A step that meets it fails with that message, as any failed step does.
+    """
 
 
 def describe_error(error: BaseException) -> str:
@@ -279,9 +283,15 @@ class ServerApi:
     async def acquire_helm_lock(
         self, task_id: int, namespace: str, release: str, lease_seconds: int
     ) -> HelmLockAnswer:
-        """Take the lock of a release's Helm operation for the task, or learn which task holds it."""
+        """Take the lock of a release's Helm operation for the task, or learn which task holds it.
+
+        Safe to send again (a lock the task holds is its own), so it waits out an outage: no Helm
+        operation starts while no server serves.
+        """
         body = {"namespace": namespace, "release": release, "lease_seconds": lease_seconds}
-        response = await self._call("POST", f"/tasks/{task_id}/helm-lock", json=body, timeout=10)
+        response, _waited = await self._call_retrying(
+            "POST", f"/tasks/{task_id}/helm-lock", json=body, timeout=10
+        )
         return HelmLockAnswer.model_validate(response.json())
 
     async def renew_helm_lock(self, task_id: int, namespace: str, release: str, lease_seconds: int) -> None:

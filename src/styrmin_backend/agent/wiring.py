@@ -29,8 +29,6 @@ class AgentParts:
     runner: ActionRunner
     prefect: PrefectWatch
     ports: Ports
-    releases: HelmReleases
-    """Helm's writes to the releases, without the per-deployment lock (``ports_of_task`` adds it)."""
 
 
 def build_parts(
@@ -44,18 +42,17 @@ def build_parts(
 ) -> AgentParts:
     """The agent's parts: Styrmin's API, the cluster and Helm, the action runner, the drivers it
     fetched and the backup storage, each behind its port."""
-    releases = HelmReleases(connection)
     ports = Ports(
         server=api,
         cluster=KubeCluster(cluster),
-        helm=HelmCharts(releases),
+        helm=HelmCharts(HelmReleases(connection)),
         runner=runner,
         drivers=DriverCache(api, data_dir / "drivers"),
         linked=SdkLinkedChanges(),
         prefect=prefect,
         backup_storage=StorageLocations(BackupFolder(backup_dir or data_dir / "backups"), cluster),
     )
-    return AgentParts(api, cluster, runner, prefect, ports, releases)
+    return AgentParts(api, cluster, runner, prefect, ports)
 
 
 def ports_of_task(
@@ -65,6 +62,6 @@ def ports_of_task(
     run cancelled from the Prefect UI cancelling the task (``stop_reconciliation`` stops it here)."""
     return dataclasses.replace(
         parts.ports,
-        helm=HelmCharts(LockedHelmReleases(parts.releases, parts.api, task_id, lease_seconds)),
+        helm=LockedHelmReleases(parts.ports.helm, parts.api, task_id, lease_seconds),
         runner=CancelFromPrefect(parts.runner, parts.api, task_id, stop_reconciliation),
     )

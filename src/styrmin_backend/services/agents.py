@@ -13,9 +13,10 @@ from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain import outages as outage_rules
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound, TaskCancelled
 from styrmin_backend.domain.redaction import redact
-from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
+from styrmin_backend.domain.tasks import StepStatus, TaskStatus
 from styrmin_backend.protocol import Change, ComponentStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
+from styrmin_backend.services.change_models import requested_change, requested_of
 from styrmin_backend.services.changes import claimed_change
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.read_model import ReadModel
@@ -191,7 +192,9 @@ def claim_next_task(
         read = Deployment.model_validate(deployment)
         return Claim(
             task=Task.model_validate(task),
-            change=claimed_change(TaskType(task.type), change.spec if change else {}, read),
+            change=claimed_change(
+                requested_of(change) if change else requested_change(task.type, None), read
+            ),
             deployment=read,
             actions_token=issued.token,
         )
@@ -265,18 +268,16 @@ def end_claimed_task(
 
     Safe to send again: a task this agent ran that has ended already is answered as it is, except
     that when its lease ran out before the agent's end arrived, the agent's account replaces the
-    lease's (it knows why the task failed; the lease only knew it went quiet). A cancelled task is
-    answered as cancelled (``held_task``), so that the agent stops its work.
+    lease's (it knows why the task failed; the lease only knew it went quiet), and that a cancelled
+    task's work is noted as stopped.
     """
     task = session.get(TaskRow, task_id)
-    if (
-        task is not None
-        and task.claimed_by == agent.id
-        and task.status not in (TaskStatus.RUNNING.value, TaskStatus.CANCELLED.value)
-    ):
+    if task is not None and task.claimed_by == agent.id and task.status != TaskStatus.RUNNING.value:
         if task.status == TaskStatus.FAILED.value and outage_rules.ended_by_lease_expiry(task.error):
             late = outage_rules.AGENT_LATE_SUCCESS_NOTE.format(at=outage_rules.when(utcnow()))
             task.error = redact(error) if error is not None else f"{task.error}{late}"
+        if task.status == TaskStatus.CANCELLED.value:  # its reconciliation ended: its work has stopped
+            task.stopped_at = task.stopped_at or utcnow()
         return Task.model_validate(task)
     task = held_task(session, agent, task_id)
     if components is not None and task.deployment_id is not None:

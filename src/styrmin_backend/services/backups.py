@@ -29,6 +29,13 @@ from styrmin_backend.domain.errors import Conflict, InvalidInput, NotFound
 from styrmin_backend.domain.hooks import Hook
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services import backup_locations
+from styrmin_backend.services.change_models import (
+    RequestedBackup,
+    RequestedDeleteBackup,
+    RequestedRestore,
+    requested_of,
+    stored_result,
+)
 from styrmin_backend.services.changes import (
     Origin,
     Recorded,
@@ -41,9 +48,6 @@ from styrmin_backend.services.drivers import get_driver_row, stored_spec
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.store.models import BackupRow, ChangeRow, DriverRow, TaskRow
-
-BACKUP_RESULT_KEY = "backup"
-"""Where the agent puts the backup's location and files in a backup task's result."""
 
 
 class Backup(ReadModel):
@@ -130,14 +134,14 @@ def request_backup(
     session.add(backup)
     session.flush()
     backup.key = backup_key(deployment.name, backup.id)
-    spec = {
-        "backup_id": backup.id,
-        "key": backup.key,
-        "driver_version": driver_version,
-        "app_version": app_version,
-        "location": location.location if location else None,
-    }
-    task = _record_change(session, deployment, TaskType.BACKUP, spec, by, origin)
+    requested = RequestedBackup(
+        backup_id=backup.id,
+        key=backup.key,
+        driver_version=driver_version,
+        app_version=app_version,
+        location=location.location if location else None,
+    )
+    task = _record_change(session, deployment, requested, by, origin)
     backup.revision = task.revision or 0
     backup.task_id = task.id
     return RecordedBackup(Backup.model_validate(backup), Recorded.of(deployment, task))
@@ -155,21 +159,23 @@ def request_restore(session: Session, name: str, backup_id: int, *, by: Principa
     except NotFound:
         hooks = set()
     check_can_restore(facts, deployment_name=name, driver_name=deployment.driver_name, restore_hooks=hooks)
-    spec: dict[str, Any] = {
-        "backup_id": backup.id,
-        "key": backup.key,
-        "location": backup_locations.location_json(session, backup.location_id),
-        "files": backup.files,
-        "driver_version": backup.driver_version,
-        "app_version": backup.app_version,
-        "from_app_version": deployment.running_app_version or deployment.app_version,
-        "from_driver_version": deployment.running_driver_version or deployment.driver_version,
-        # The restore hook runs with the configuration the backup was taken with, and the version step
-        # brings it back (through Helm) when the deployment's has changed since.
-        "configuration": backup.configuration,
-        "restores_configuration": backup.configuration != deployment.configuration,
-    }
-    return Recorded.of(deployment, _record_change(session, deployment, TaskType.RESTORE, spec, by, None))
+    restore = RequestedRestore.model_validate(
+        {
+            "backup_id": backup.id,
+            "key": backup.key,
+            "location": backup_locations.location_json(session, backup.location_id),
+            "files": backup.files,
+            "driver_version": backup.driver_version,
+            "app_version": backup.app_version,
+            "from_app_version": deployment.running_app_version or deployment.app_version,
+            "from_driver_version": deployment.running_driver_version or deployment.driver_version,
+            # The restore hook runs with the configuration the backup was taken with, and the version
+            # step brings it back (through Helm) when the deployment's has changed since.
+            "configuration": backup.configuration,
+            "restores_configuration": backup.configuration != deployment.configuration,
+        }
+    )
+    return Recorded.of(deployment, _record_change(session, deployment, restore, by, None))
 
 
 def request_backup_delete(session: Session, backup_id: int, *, by: Principal) -> Recorded:
@@ -179,12 +185,12 @@ def request_backup_delete(session: Session, backup_id: int, *, by: Principal) ->
     status = BackupStatus(backup.status)
     check_can_delete(backup.id, status)
     deployment = _get_changeable(session, backup.deployment_name)
-    spec: dict[str, Any] = {
-        "backup_id": backup.id,
-        "key": backup.key,
-        "location": backup_locations.location_json(session, backup.location_id),
-        "status_before": status.value,
-    }
+    requested = RequestedDeleteBackup(
+        backup_id=backup.id,
+        key=backup.key,
+        location=backup_locations.location_json(session, backup.location_id),
+        status_before=status.value,
+    )
     # Claimed with a check of its status, so that of two servers pruning at once only one deletes it.
     claimed = session.execute(
         update(BackupRow)
@@ -195,9 +201,7 @@ def request_backup_delete(session: Session, backup_id: int, *, by: Principal) ->
     if claimed.rowcount != 1:  # type: ignore[attr-defined]
         raise Conflict(f"Backup {backup.id} is already being deleted.", field="backup_id")
     session.refresh(backup)
-    return Recorded.of(
-        deployment, _record_change(session, deployment, TaskType.DELETE_BACKUP, spec, by, None)
-    )
+    return Recorded.of(deployment, _record_change(session, deployment, requested, by, None))
 
 
 def list_backups(session: Session, name: str) -> list[Backup]:
@@ -295,9 +299,10 @@ def record_backup_end(session: Session, task: TaskRow) -> None:
     backup = _backup_of(session, task)
     if backup is None:
         return
-    reported = (task.result or {}).get(BACKUP_RESULT_KEY) or {}
-    backup.location = str(reported.get("location") or backup.location)[:512]
-    backup.files = list(reported.get("files") or [])
+    reported = stored_result(task.result).backup
+    if reported is not None:
+        backup.location = (reported.location or backup.location)[:512]
+    backup.files = [f.model_dump(mode="json") for f in reported.files] if reported else []
     backup.ended_at = task.ended_at or utcnow()
     backup.error = task.error
     succeeded = task.status == TaskStatus.SUCCEEDED.value
@@ -306,14 +311,16 @@ def record_backup_end(session: Session, task: TaskRow) -> None:
 
 def _record_delete_end(session: Session, task: TaskRow) -> None:
     change = session.get(ChangeRow, task.change_id) if task.change_id else None
-    spec = change.spec if change is not None else {}
-    backup = session.get(BackupRow, int(spec.get("backup_id") or 0))
+    deletion = requested_of(change) if change is not None else None
+    if not isinstance(deletion, RequestedDeleteBackup):
+        return
+    backup = session.get(BackupRow, deletion.backup_id)
     if backup is None:
         return
     if task.status == TaskStatus.SUCCEEDED.value:
         session.delete(backup)
     else:
-        backup.status = str(spec.get("status_before") or BackupStatus.FAILED.value)
+        backup.status = deletion.status_before or BackupStatus.FAILED.value
         backup.error = f"Deleting it failed (task {task.id}): {task.error or 'no error given'}"
 
 

@@ -30,6 +30,17 @@ from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.protocol import CHANGE_ADAPTER, Change, Target
 from styrmin_backend.services import deployment_status
+from styrmin_backend.services.change_models import (
+    RequestedChange,
+    RequestedConfigure,
+    RequestedCreate,
+    RequestedDelete,
+    RequestedRestore,
+    RequestedStart,
+    RequestedStop,
+    RequestedUpgrade,
+    requested_of,
+)
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import DriverInfo, get_driver_info
 from styrmin_backend.services.principal import Principal
@@ -129,12 +140,12 @@ def create_deployment(
         session.flush()
     except IntegrityError as error:
         raise Conflict(f'A deployment "{name}" already exists; choose another name.', field="name") from error
-    spec = {
-        "driver_version": deployment.driver_version,
-        "app_version": deployment.app_version,
-        "configuration": deployment.configuration,
-    }
-    return Recorded.of(deployment, _record_change(session, deployment, TaskType.CREATE, spec, by, None))
+    requested = RequestedCreate(
+        driver_version=deployment.driver_version,
+        app_version=deployment.app_version,
+        configuration=deployment.configuration,
+    )
+    return Recorded.of(deployment, _record_change(session, deployment, requested, by, None))
 
 
 def upgrade_deployment(
@@ -182,19 +193,19 @@ def upgrade_deployment(
     driver = get_driver_info(session, deployment.driver_name, target_driver)
     _check_configuration(driver, DeploymentConfiguration.model_validate(configuration))
     deployment.configuration = configuration
-    spec = {
+    requested = RequestedUpgrade(
         # From what the cluster runs: after a failed upgrade, requesting it again starts from there.
-        "from_app_version": deployment.running_app_version or deployment.app_version,
-        "to_app_version": target_app,
-        "from_driver_version": deployment.running_driver_version or deployment.driver_version,
-        "to_driver_version": target_driver,
-        "configuration": deployment.configuration,
+        from_app_version=deployment.running_app_version or deployment.app_version,
+        app_version=target_app,
+        from_driver_version=deployment.running_driver_version or deployment.driver_version,
+        driver_version=target_driver,
+        configuration=deployment.configuration,
         # An upgrade an action asked for applies the target through Helm, without running hooks again.
-        "run_hooks": origin is None,
-    }
+        run_hooks=origin is None,
+    )
     deployment.app_version = target_app
     deployment.driver_version = target_driver
-    return Recorded.of(deployment, _record_change(session, deployment, TaskType.UPGRADE, spec, by, origin))
+    return Recorded.of(deployment, _record_change(session, deployment, requested, by, origin))
 
 
 def configure_deployment(
@@ -208,8 +219,8 @@ def configure_deployment(
     deployment.configuration = keep_concealed_configuration(
         configuration.model_dump(mode="json"), deployment.configuration
     )
-    spec = {"configuration": deployment.configuration}
-    return Recorded.of(deployment, _record_change(session, deployment, TaskType.CONFIGURE, spec, by, None))
+    requested = RequestedConfigure(configuration=deployment.configuration)
+    return Recorded.of(deployment, _record_change(session, deployment, requested, by, None))
 
 
 def set_components_running(
@@ -236,15 +247,15 @@ def set_components_running(
     stopped = set(deployment.stopped_components)
     stopped = stopped - set(components) if running else stopped | set(components)
     deployment.stopped_components = sorted(stopped)
-    task_type = TaskType.START if running else TaskType.STOP
-    spec = {"components": list(dict.fromkeys(components))}
-    return Recorded.of(deployment, _record_change(session, deployment, task_type, spec, by, origin))
+    named = list(dict.fromkeys(components))
+    requested = RequestedStart(components=named) if running else RequestedStop(components=named)
+    return Recorded.of(deployment, _record_change(session, deployment, requested, by, origin))
 
 
 def delete_deployment(session: Session, name: str, *, by: Principal) -> Recorded:
     """Record the removal of a deployment: the agent uninstalls it."""
     deployment = _get_changeable(session, name)
-    return Recorded.of(deployment, _record_change(session, deployment, TaskType.DELETE, {}, by, None))
+    return Recorded.of(deployment, _record_change(session, deployment, RequestedDelete(), by, None))
 
 
 def retry_task(session: Session, task_id: int, *, by: Principal) -> Recorded:
@@ -262,35 +273,36 @@ def retry_task(session: Session, task_id: int, *, by: Principal) -> Recorded:
     deployment = get_deployment(session, task.deployment_name)
     task_type = TaskType(task.type)
     change = session.get(ChangeRow, task.change_id) if task.change_id else None
-    spec = dict(change.spec) if change else {}
+    requested = requested_of(change) if change is not None else None
     name = deployment.name
     if task_type is TaskType.UPGRADE:
+        upgrade = requested if isinstance(requested, RequestedUpgrade) else None
         return upgrade_deployment(
             session,
             name,
             by=by,
-            app_version=str(spec.get("to_app_version") or deployment.app_version),
-            driver_version=str(spec.get("to_driver_version") or deployment.driver_version),
+            app_version=upgrade.app_version if upgrade else deployment.app_version,
+            driver_version=upgrade.driver_version if upgrade else deployment.driver_version,
         )
     if task_type is TaskType.CONFIGURE:
         configuration = DeploymentConfiguration.model_validate(deployment.configuration)
         return configure_deployment(session, name, by=by, configuration=configuration)
     if task_type in (TaskType.STOP, TaskType.START):
-        components = [str(c) for c in spec.get("components", [])]
+        components = (
+            list(requested.components) if isinstance(requested, RequestedStop | RequestedStart) else []
+        )
         running = task_type is TaskType.START
         return set_components_running(session, name, by=by, components=components, running=running)
     if task_type is TaskType.DELETE:
         return delete_deployment(session, name, by=by)
     if task_type is TaskType.CREATE:
         _get_changeable(session, name)
-        create_spec = {
-            "driver_version": deployment.driver_version,
-            "app_version": deployment.app_version,
-            "configuration": deployment.configuration,
-        }
-        return Recorded.of(
-            deployment, _record_change(session, deployment, TaskType.CREATE, create_spec, by, None)
+        create = RequestedCreate(
+            driver_version=deployment.driver_version,
+            app_version=deployment.app_version,
+            configuration=deployment.configuration,
         )
+        return Recorded.of(deployment, _record_change(session, deployment, create, by, None))
     raise Conflict(f"A {task_type.value} task cannot be retried yet; request it again.", field="task_id")
 
 
@@ -345,37 +357,37 @@ def origin_of(session: Session, by: Principal, step_id: int | None) -> Origin | 
     return Origin(task_id=step.task_id, step_id=step.id)
 
 
-def claimed_change(task_type: TaskType, spec: dict[str, Any], deployment: Deployment) -> Change:
+def claimed_change(requested: RequestedChange, deployment: Deployment) -> Change:
     """The change a claimed task carries out, with the target it moves the deployment to.
 
     Resolved once, here, when the agent claims the task: a create or upgrade moves to the versions it
     asked for; a restore to the backup's; every other change keeps what the cluster runs.
     """
-    configuration = spec.get("configuration") or deployment.configuration
+    configuration = requested.configuration or deployment.configuration
     stopped = list(deployment.stopped_components)
     running_app = deployment.running_app_version or deployment.app_version
     running_driver = deployment.running_driver_version or deployment.driver_version
-    if task_type is TaskType.CREATE:
+    if isinstance(requested, RequestedCreate):
         target = Target(
-            driver_version=spec["driver_version"],
-            app_version=spec["app_version"],
+            driver_version=requested.driver_version,
+            app_version=requested.app_version,
             current_app_version=None,
             configuration=configuration,
             stopped_components=[],
         )
-    elif task_type is TaskType.UPGRADE:
+    elif isinstance(requested, RequestedUpgrade):
         target = Target(
-            driver_version=spec["to_driver_version"],
-            app_version=spec["to_app_version"],
-            current_app_version=spec.get("from_app_version"),
+            driver_version=requested.driver_version,
+            app_version=requested.app_version,
+            current_app_version=requested.from_app_version,
             configuration=configuration,
             stopped_components=stopped,
         )
-    elif task_type is TaskType.RESTORE:
+    elif isinstance(requested, RequestedRestore):
         target = Target(
-            driver_version=spec["driver_version"],
-            app_version=spec["app_version"],
-            current_app_version=spec["app_version"],
+            driver_version=requested.driver_version,
+            app_version=requested.app_version,
+            current_app_version=requested.app_version,
             configuration=configuration,
             stopped_components=stopped,
         )
@@ -387,7 +399,11 @@ def claimed_change(task_type: TaskType, spec: dict[str, Any], deployment: Deploy
             configuration=configuration,
             stopped_components=stopped,
         )
-    return CHANGE_ADAPTER.validate_python({**spec, "type": task_type, "target": target})
+    # The claim's change is the requested one with its target: the same fields, by the same names.
+    fields = requested.model_dump(
+        exclude={"configuration", "app_version", "driver_version"}, exclude_none=True
+    )
+    return CHANGE_ADAPTER.validate_python({**fields, "target": target})
 
 
 def _restored_configuration(session: Session, origin: Origin | None) -> dict[str, Any] | None:
@@ -398,8 +414,10 @@ def _restored_configuration(session: Session, origin: Origin | None) -> dict[str
     if task is None or task.type != TaskType.RESTORE.value or task.change_id is None:
         return None
     change = session.get(ChangeRow, task.change_id)
-    backup_id = (change.spec if change is not None else {}).get("backup_id")
-    backup = session.get(BackupRow, int(backup_id)) if backup_id is not None else None
+    restore = requested_of(change) if change is not None else None
+    if not isinstance(restore, RequestedRestore):
+        return None
+    backup = session.get(BackupRow, restore.backup_id)
     return dict(backup.configuration) if backup is not None else None
 
 
@@ -424,8 +442,7 @@ def _check_configuration(driver: DriverInfo, configuration: DeploymentConfigurat
 def _record_change(
     session: Session,
     deployment: DeploymentRow,
-    task_type: TaskType,
-    spec: dict[str, Any],
+    requested: RequestedChange,
     by: Principal,
     origin: Origin | None,
 ) -> TaskRow:
@@ -438,11 +455,12 @@ def _record_change(
     ).scalar_one()
     deployment.last_revision = revision
     now = utcnow()
+    task_type = requested.type
     change = ChangeRow(
         deployment_id=deployment.id,
         revision=revision,
         type=task_type.value,
-        spec=spec,
+        spec=requested.stored(),
         requested_by=by.username,
         created_at=now,
     )

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.status import LatestChange, Status, StatusFacts, Versions, deployment_status
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
+from styrmin_backend.services.change_models import RequestedUpgrade, requested_change, stored_result
 from styrmin_backend.store.models import ChangeRow, DeploymentRow, TaskRow
 
 
@@ -50,9 +51,10 @@ def latest_changes(
     )
     found: dict[int, dict[TaskType, LatestChange]] = {i: {} for i in deployment_ids}
     for task_id, deployment_id, type_, status, spec in rows:
-        target = (spec or {}).get("to_app_version") if type_ == TaskType.UPGRADE.value else None
+        requested = requested_change(type_, spec) if type_ == TaskType.UPGRADE.value and spec else None
+        target = requested.app_version if isinstance(requested, RequestedUpgrade) else None
         found[deployment_id][TaskType(type_)] = LatestChange(
-            task_id, TaskType(type_), TaskStatus(status), str(target) if target else None
+            task_id, TaskType(type_), TaskStatus(status), target or None
         )
     return found
 
@@ -113,11 +115,9 @@ def record_task_end(session: Session, task: TaskRow) -> None:
             or_(TaskRow.parent_task_id.is_(None), TaskRow.parent_task_id != task.id),
         )
     ).first()
-    applied = (task.result or {}).get("applied")
-    if task.status == TaskStatus.SUCCEEDED.value and isinstance(applied, dict) and later is None:
-        deployment.running_app_version = str(applied.get("app_version") or deployment.running_app_version)
-        deployment.running_driver_version = str(
-            applied.get("driver_version") or deployment.running_driver_version
-        )
+    applied = stored_result(task.result).applied
+    if task.status == TaskStatus.SUCCEEDED.value and applied is not None and later is None:
+        deployment.running_app_version = applied.app_version
+        deployment.running_driver_version = applied.driver_version
     deployment.updated_at = utcnow()
     refresh_status(session, deployment)

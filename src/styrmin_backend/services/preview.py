@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.domain.manifest_diff import ObjectDiff, conceal_configuration_pair, diff_manifests
-from styrmin_backend.domain.plan import ChangeFacts, DeclaredAction, Plan, decide
+from styrmin_backend.domain.plan import Plan, decide
 from styrmin_backend.domain.roles import Role, role_refusal
 from styrmin_backend.domain.status import DeploymentStatus
 from styrmin_backend.domain.tasks import TaskType
@@ -39,8 +39,9 @@ from styrmin_backend.drivers import (
     render_deployment,
 )
 from styrmin_backend.drivers.workloads import find_workload, pod_template_of
-from styrmin_backend.protocol import Change
+from styrmin_backend.protocol import Change, change_facts, declared_actions
 from styrmin_backend.services import history
+from styrmin_backend.services.change_models import requested_of
 from styrmin_backend.services.changes import Recorded, claimed_change
 from styrmin_backend.services.drivers import DriverChecksBusy, driver_check_slot, get_driver_row, stored_spec
 from styrmin_backend.services.principal import Principal
@@ -78,29 +79,6 @@ class PlannedChange:
     revision: int
     change: Change
     plan: Plan
-
-
-def change_facts(change: Change) -> ChangeFacts:
-    """What the plan rule reads of a claimed change."""
-    target = change.target
-    return ChangeFacts(
-        kind=change.type,
-        app_version=target.app_version,
-        driver_version=target.driver_version,
-        from_app_version=getattr(change, "from_app_version", None),
-        from_driver_version=getattr(change, "from_driver_version", None),
-        run_hooks=bool(getattr(change, "run_hooks", True)),
-        components=tuple(getattr(change, "components", ())),
-        restores_configuration=bool(getattr(change, "restores_configuration", False)),
-    )
-
-
-def declared_actions(spec: DriverSpec) -> list[DeclaredAction]:
-    """The actions a driver version declares, as the plan rule reads them."""
-    return [
-        DeclaredAction(name=a.name, hook=a.hook, mode=a.mode, description=a.description)
-        for a in spec.spec.actions
-    ]
 
 
 @dataclass(frozen=True)
@@ -211,7 +189,7 @@ def plan_preview(
             change_row = session.get(ChangeRow, task.change_id)
             assert change_row is not None
             task_type = TaskType(task.type)
-            change = claimed_change(task_type, dict(change_row.spec), recorded.deployment)
+            change = claimed_change(requested_of(change_row), recorded.deployment)
             # The plan of the driver version the change moves to, as the agent will run it.
             spec = stored_spec(
                 get_driver_row(session, recorded.deployment.driver_name, change.target.driver_version)

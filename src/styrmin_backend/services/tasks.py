@@ -12,6 +12,7 @@ from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import NotAllowed, NotFound
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.domain.waiting import CONNECTED_WITHIN, why_task_waits
+from styrmin_backend.services.change_models import requested_of
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
@@ -184,9 +185,9 @@ def configuration_for_actions(session: Session, task_id: int, *, by: Principal) 
     if task is None:
         raise NotFound(f"There is no task {task_id}.", field="task_id")
     change = session.get(ChangeRow, task.change_id) if task.change_id else None
-    if change is not None and isinstance(change.spec.get("configuration"), dict):
-        configuration: dict[str, Any] = change.spec["configuration"]
-        return configuration
+    requested = requested_of(change) if change is not None else None
+    if requested is not None and requested.configuration is not None:
+        return dict(requested.configuration)
     deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
     if deployment is None:
         raise NotFound(f"The deployment of task {task_id} no longer exists.", field="task_id")
