@@ -106,6 +106,12 @@ def test_up_prints_how_to_reach_it_whole_on_lines_of_their_own_and_keeps_the_pas
     assert any(re.fullmatch(r"http://127\.0\.0\.1:\d+", line) for line in lines[lines.index("Prefect UI:") :])
     assert stat.S_IMODE((data / "admin-password.txt").stat().st_mode) == 0o600
     assert "Loaded the example driver shop@1.0.0." in lines
+    # The next command to run, whole, after everything else it printed on start.
+    assert (
+        f"uv run --no-dev styrminctl login {up.url} -u admin --password-stdin < {data / 'admin-password.txt'}"
+        in lines
+    )
+    assert "uv run --no-dev styrminctl deployments create shop1 --driver shop --wait" in lines
     assert "Stopping Styrmin: no task runs; stopping the agent, Prefect and the local cluster." in lines
     assert lines[-1] == "Styrmin stopped."
     with running("server", env, tmp_path / "server.log") as again:

@@ -8,8 +8,10 @@ example drivers are loaded.
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
 import socket
+import sys
 import threading
 from pathlib import Path
 
@@ -88,6 +90,13 @@ def say(console: Console, text: str, *whole: str) -> None:
         console.print(Text(f"  {line}"), soft_wrap=True, highlight=False)
 
 
+def styrminctl_command() -> str:
+    """How to run styrminctl from here: through uv in a checkout (as the README does), else by name."""
+    root = Path(__file__).resolve().parents[2]
+    in_checkout = (root / "uv.lock").is_file() and Path(sys.prefix).resolve() == (root / ".venv").resolve()
+    return "uv run --no-dev styrminctl" if in_checkout else "styrminctl"
+
+
 def _print_how_to_reach(console: Console, settings: Settings, local: LocalStyrmin) -> None:
     url = local.url
     say(console, "Styrmin is up:", url)
@@ -112,6 +121,16 @@ def _print_how_to_reach(console: Console, settings: Settings, local: LocalStyrmi
         "Local cluster (kubectl):",
         f"export KUBECONFIG={local.cluster.kubeconfig_path}",
         "kubectl get pods -A",
+    )
+    ctl = styrminctl_command()
+    login = f"{ctl} login {url} -u admin"
+    if first_admin and first_admin.generated_password:
+        login += f" --password-stdin < {shlex.quote(str(first_admin.password_file))}"
+    say(
+        console,
+        "Next, in another terminal: log in, then deploy the example driver (README.md walks on from there):",
+        login,
+        f"{ctl} deployments create shop1 --driver shop --wait",
     )
 
 

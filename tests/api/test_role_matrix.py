@@ -54,6 +54,7 @@ NEEDS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/deployments/{name}/rollback"): Role.READ_WRITE,
     ("POST", "/api/v1/deployments/{name}/apply"): Role.READ_WRITE,
     ("GET", "/api/v1/deployments/{name}/backups"): ANY,
+    ("GET", "/api/v1/backups"): ANY,
     ("POST", "/api/v1/deployments/{name}/backups"): Role.READ_WRITE,
     ("POST", "/api/v1/deployments/{name}/restore"): Role.READ_WRITE,
     ("GET", "/api/v1/backups/{backup_id}"): ANY,

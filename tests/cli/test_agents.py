@@ -80,7 +80,7 @@ def test_register_as_json_and_list(live_server: LiveServer, env: dict[str, str])
     assert body["agent"]["name"] == name and body["key"].startswith("sta_") and len(body["install"]) == 3
     listed = styrminctl("agents", "list", env=env)
     assert name in listed.stdout and "cluster edge" in listed.stdout
-    assert styrminctl("agents", "revoke", name, env=env).returncode == 0
+    assert styrminctl("agents", "revoke", name, "--yes", env=env).returncode == 0
     assert f"{name}  cluster edge  revoked" in styrminctl("agents", "list", env=env).stdout
 
 
@@ -105,7 +105,11 @@ def test_the_charts_notes_register_the_agent_as_printed(
         ({"agent": {"key": {"existingSecret": "edge-key", "secretKey": "token"}}}, "edge-key", "token"),
     ):
         argv = notes_register_line(_notes(values))
-        argv[2] = unique("notes-agent")  # one server for the whole session: a fresh name each time
+        # One server for the whole session: a fresh name, and a cluster of its own, whose claim can take
+        # no other test's task.
+        argv[2] = unique("notes-agent")
+        assert argv[argv.index("--cluster") + 1] == "local"
+        argv[argv.index("--cluster") + 1] = unique("notes-cluster")
         result = styrminctl(*argv, env=env)
         assert result.returncode == 0, result.stderr
         stored = shlex.split(result.stdout.splitlines()[-1])

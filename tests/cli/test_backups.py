@@ -25,7 +25,7 @@ def test_unknown_backups_are_named_in_the_error(ctl: Ctl) -> None:
     name = ctl.deployment()
     missing = ctl("backups", "get", "424242")
     assert missing.exit_code == 1 and "There is no backup 424242." in missing.stderr
-    restore = ctl("deployments", "restore", name, "--backup", "424242", "--wait")
+    restore = ctl("deployments", "restore", name, "--backup", "424242", "--wait", "--yes")
     assert restore.exit_code == 1 and "There is no backup 424242." in restore.stderr
     usage = ctl("deployments", "restore", name)
     assert usage.exit_code == 2 and "--backup" in usage.output
@@ -63,7 +63,7 @@ def test_a_schedule_is_set_shown_and_removed(ctl: Ctl) -> None:
     bad = ctl("backups", "set-schedule", name, "--cron", "61 * * * *")
     assert bad.exit_code == 1 and '"61 * * * *" is not a cron expression' in bad.stderr
 
-    removed = ctl("backups", "remove-schedule", name)
+    removed = ctl("backups", "remove-schedule", name, "--yes")
 
     assert removed.exit_code == 0 and f"Removed the backup schedule of {name}." in removed.stdout
     gone = ctl("backups", "schedule", name)
@@ -71,5 +71,5 @@ def test_a_schedule_is_set_shown_and_removed(ctl: Ctl) -> None:
 
 
 def test_deleting_an_unknown_backup_names_it(ctl: Ctl) -> None:
-    missing = ctl("backups", "delete", "424242", "--wait")
+    missing = ctl("backups", "delete", "424242", "--wait", "--yes")
     assert missing.exit_code == 1 and "There is no backup 424242." in missing.stderr

@@ -65,7 +65,10 @@ def test_the_console_script_is_installed() -> None:
 def test_exit_codes(live_server: LiveServer, env: dict[str, str]) -> None:
     assert styrminctl("whoami", env=env).returncode == 0
     failed = _failed_task(live_server, env)
-    assert styrminctl("tasks", "get", str(failed), env=env).returncode == 1  # a failed task
+    # `get` read the task: 0 even though the task failed (`tasks get ID -o json | jq` under set -e);
+    # waiting for it is what reports the failure.
+    assert styrminctl("tasks", "get", str(failed), env=env).returncode == 0
+    assert styrminctl("tasks", "wait", str(failed), env=env).returncode == 1
     assert styrminctl("tasks", "get", "999999", env=env).returncode == 1  # the server refused
     assert styrminctl("deployments", "frobnicate", env=env).returncode == 2  # usage
     assert styrminctl("tasks", "get", "not-a-number", env=env).returncode == 2  # usage

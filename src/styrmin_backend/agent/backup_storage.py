@@ -238,7 +238,13 @@ class S3Storage:
     """
 
     def __init__(self, location: BackupLocation, credentials: S3Credentials, staging_root: Path) -> None:
-        import boto3
+        try:
+            import boto3
+        except ImportError:  # S3 is the server distribution's extra: styrmin-server[s3]
+            raise StorageError(
+                "this agent cannot reach S3: boto3 is not installed; install styrmin-server[s3] "
+                "(Styrmin's image has it)."
+            ) from None
         from boto3.s3.transfer import TransferConfig
         from botocore.config import Config
 

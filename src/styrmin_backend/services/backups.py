@@ -213,6 +213,19 @@ def list_backups(session: Session, name: str) -> list[Backup]:
     return [Backup.model_validate(row) for row in rows]
 
 
+def list_all_backups(
+    session: Session, *, deployment: str | None = None, status: BackupStatus | None = None
+) -> list[Backup]:
+    """Every backup (of deployments that still exist and deleted ones alike), newest first; only
+    ``deployment``'s (which must exist) or those with ``status`` when given."""
+    query = select(BackupRow).order_by(BackupRow.id.desc())
+    if deployment is not None:
+        query = query.where(BackupRow.deployment_id == get_deployment(session, deployment).id)
+    if status is not None:
+        query = query.where(BackupRow.status == status.value)
+    return [Backup.model_validate(row) for row in session.scalars(query)]
+
+
 def get_backup(session: Session, backup_id: int) -> Backup:
     """Backup ``backup_id``; raises NotFound."""
     return Backup.model_validate(_backup_row(session, backup_id, field="backup_id", missing=NotFound))

@@ -24,6 +24,7 @@ from styrmin._http import (
     Retrying,
     build_headers,
     connection_error,
+    next_page,
     read,
     resolve_retry_seconds,
     resolve_token,
@@ -43,6 +44,7 @@ from styrmin.models import (
     ClusterBackupLocation,
     Configuration,
     Deployment,
+    DeploymentStatus,
     Driver,
     DriverPush,
     DriverReport,
@@ -118,7 +120,16 @@ class AsyncClient:
 
     async def send(self, call: Call[T]) -> T:
         """Send one call; reads and idempotent writes are retried on connection errors and 502/503/504
-        for ``retry_seconds``."""
+        for ``retry_seconds``. A paged list is read to its end, page by page."""
+        result, response = await self._send_once(call)
+        following = next_page(call, response)
+        while following is not None:
+            more, response = await self._send_once(following)
+            result = [*result, *more]  # type: ignore[assignment,misc]
+            following = next_page(following, response)
+        return result
+
+    async def _send_once(self, call: Call[T]) -> tuple[T, httpx.Response]:
         retrying = Retrying(call, self.url, self.retry_seconds, self.retries)
         while True:
             retrying.attempt += 1
@@ -142,7 +153,7 @@ class AsyncClient:
                 await asyncio.sleep(delay)
                 continue
             try:
-                return read(call, response, self.url)
+                return read(call, response, self.url), response
             except StyrminError as error:
                 raise retrying.gave_up(error) from None
 
@@ -187,9 +198,9 @@ class AsyncDrivers:
         archive = await asyncio.to_thread(calls.driver_archive, source)
         return await self._client.send(calls.validate_driver(archive))
 
-    async def list(self) -> builtins.list[Driver]:
-        """Every stored driver version."""
-        return await self._client.send(calls.list_drivers())
+    async def list(self, name: str | None = None) -> builtins.list[Driver]:
+        """Every stored driver version, by name and then as pushed (only ``name``'s versions when given)."""
+        return await self._client.send(calls.list_drivers(name))
 
     async def get(self, name: str, version: str) -> Driver:
         """One driver version."""
@@ -206,9 +217,17 @@ class AsyncDeployments:
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
 
-    async def list(self) -> builtins.list[Deployment]:
-        """Every deployment."""
-        return await self._client.send(calls.list_deployments())
+    async def list(
+        self,
+        *,
+        status: DeploymentStatus | str | None = None,
+        driver: str | None = None,
+        cluster: str | None = None,
+    ) -> builtins.list[Deployment]:
+        """Every deployment by name, or those with the ``status``, ``driver`` and ``cluster`` given."""
+        return await self._client.send(
+            calls.list_deployments(None if status is None else str(status), driver, cluster)
+        )
 
     async def get(self, name: str) -> Deployment:
         """One deployment."""
@@ -439,9 +458,9 @@ class AsyncAgents:
         """Make an agent for ``cluster``; its key is in the answer, and only there."""
         return await self._client.send(calls.create_agent(name, cluster))
 
-    async def list(self) -> builtins.list[Agent]:
-        """Every agent, revoked ones included."""
-        return await self._client.send(calls.list_agents())
+    async def list(self, cluster: str | None = None) -> builtins.list[Agent]:
+        """Every agent, revoked ones included (only ``cluster``'s when given)."""
+        return await self._client.send(calls.list_agents(cluster))
 
     async def revoke(self, name: str) -> Agent:
         """Revoke an agent's key: it can claim nothing more."""
@@ -523,9 +542,12 @@ class AsyncBackups:
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
 
-    async def list(self, deployment: str) -> builtins.list[Backup]:
-        """The backups of a deployment, newest first."""
-        return await self._client.send(calls.list_backups(deployment))
+    async def list(
+        self, deployment: str | None = None, *, status: str | None = None
+    ) -> builtins.list[Backup]:
+        """Every backup you may read (every role reads all), newest first; only ``deployment``'s or
+        those with ``status`` when given."""
+        return await self._client.send(calls.list_backups(deployment, status))
 
     async def get(self, backup_id: int) -> Backup:
         """One backup with its files."""

@@ -114,8 +114,12 @@ def validate_driver(archive: bytes) -> Call[DriverReport]:
     return Call("POST", "/drivers/validate", model(DriverReport), content=archive, headers=_GZIP)
 
 
-def list_drivers() -> Call[list[Driver]]:
-    return Call("GET", "/drivers", model(list[Driver]))
+def _filters(**values: str | None) -> dict[str, str]:
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def list_drivers(name: str | None = None) -> Call[list[Driver]]:
+    return Call("GET", "/drivers", model(list[Driver]), params=_filters(name=name), pages=True)
 
 
 def get_driver(name: str, version: str) -> Call[Driver]:
@@ -147,8 +151,11 @@ def _configuration(configuration: ConfigurationLike | None) -> dict[str, Any]:
     return Configuration.model_validate(configuration).model_dump(mode="json")
 
 
-def list_deployments() -> Call[list[Deployment]]:
-    return Call("GET", "/deployments", model(list[Deployment]))
+def list_deployments(
+    status: str | None = None, driver: str | None = None, cluster: str | None = None
+) -> Call[list[Deployment]]:
+    params = _filters(status=status, driver=driver, cluster=cluster)
+    return Call("GET", "/deployments", model(list[Deployment]), params=params, pages=True)
 
 
 def get_deployment(name: str) -> Call[Deployment]:
@@ -228,8 +235,12 @@ def delete_deployment(name: str) -> Call[Change]:
 # --- backups -----------------------------------------------------------------------------------
 
 
-def list_backups(name: str) -> Call[list[Backup]]:
-    return Call("GET", f"/deployments/{_seg(name)}/backups", model(list[Backup]))
+def list_backups(deployment: str | None = None, status: str | None = None) -> Call[list[Backup]]:
+    if deployment is not None and status is None:
+        # The deployment's own list: an action's token may read it (not the list of every backup).
+        return Call("GET", f"/deployments/{_seg(deployment)}/backups", model(list[Backup]), pages=True)
+    params = _filters(deployment=deployment, status=status)
+    return Call("GET", "/backups", model(list[Backup]), params=params, pages=True)
 
 
 def get_backup(backup_id: int) -> Call[Backup]:
@@ -319,7 +330,7 @@ def get_task_configuration(task_id: int) -> Call[Configuration]:
 
 
 def list_users() -> Call[list[User]]:
-    return Call("GET", "/users", model(list[User]))
+    return Call("GET", "/users", model(list[User]), pages=True)
 
 
 def get_user(username: str) -> Call[User]:
@@ -355,8 +366,8 @@ def create_agent(name: str, cluster: str) -> Call[AgentKey]:
     return Call("POST", "/agents", model(AgentKey), json={"name": name, "cluster": cluster})
 
 
-def list_agents() -> Call[list[Agent]]:
-    return Call("GET", "/agents", model(list[Agent]))
+def list_agents(cluster: str | None = None) -> Call[list[Agent]]:
+    return Call("GET", "/agents", model(list[Agent]), params=_filters(cluster=cluster), pages=True)
 
 
 def revoke_agent(name: str) -> Call[Agent]:

@@ -51,7 +51,7 @@ def apply(name: str, body: dict[str, Any]) -> Call[Applied]:
 
 
 def list_revisions(name: str) -> Call[list[Revision]]:
-    return Call("GET", f"/deployments/{_seg(name)}/revisions", model(list[Revision]))
+    return Call("GET", f"/deployments/{_seg(name)}/revisions", model(list[Revision]), pages=True)
 
 
 def get_revision(name: str, revision: int) -> Call[Revision]:

@@ -22,6 +22,7 @@ from styrmin._http import (
     Retrying,
     build_headers,
     connection_error,
+    next_page,
     read,
     resolve_retry_seconds,
     resolve_token,
@@ -41,6 +42,7 @@ from styrmin.models import (
     ClusterBackupLocation,
     Configuration,
     Deployment,
+    DeploymentStatus,
     Driver,
     DriverPush,
     DriverReport,
@@ -124,7 +126,16 @@ class Client:
 
     def send(self, call: Call[T]) -> T:
         """Send one call; reads and idempotent writes are retried on connection errors and 502/503/504
-        for ``retry_seconds``."""
+        for ``retry_seconds``. A paged list is read to its end, page by page."""
+        result, response = self._send_once(call)
+        following = next_page(call, response)
+        while following is not None:
+            more, response = self._send_once(following)
+            result = [*result, *more]  # type: ignore[assignment,misc]
+            following = next_page(following, response)
+        return result
+
+    def _send_once(self, call: Call[T]) -> tuple[T, httpx.Response]:
         retrying = Retrying(call, self.url, self.retry_seconds, self.retries)
         while True:
             retrying.attempt += 1
@@ -148,7 +159,7 @@ class Client:
                 time.sleep(delay)
                 continue
             try:
-                return read(call, response, self.url)
+                return read(call, response, self.url), response
             except StyrminError as error:
                 raise retrying.gave_up(error) from None
 
@@ -196,9 +207,9 @@ class Drivers:
         """Validate a driver on the server without storing it; the report lists every problem."""
         return self._client.send(calls.validate_driver(calls.driver_archive(source)))
 
-    def list(self) -> builtins.list[Driver]:
-        """Every stored driver version."""
-        return self._client.send(calls.list_drivers())
+    def list(self, name: str | None = None) -> builtins.list[Driver]:
+        """Every stored driver version, by name and then as pushed (only ``name``'s versions when given)."""
+        return self._client.send(calls.list_drivers(name))
 
     def get(self, name: str, version: str) -> Driver:
         """One driver version."""
@@ -215,9 +226,17 @@ class Deployments:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def list(self) -> builtins.list[Deployment]:
-        """Every deployment."""
-        return self._client.send(calls.list_deployments())
+    def list(
+        self,
+        *,
+        status: DeploymentStatus | str | None = None,
+        driver: str | None = None,
+        cluster: str | None = None,
+    ) -> builtins.list[Deployment]:
+        """Every deployment by name, or those with the ``status``, ``driver`` and ``cluster`` given."""
+        return self._client.send(
+            calls.list_deployments(None if status is None else str(status), driver, cluster)
+        )
 
     def get(self, name: str) -> Deployment:
         """One deployment."""
@@ -438,9 +457,9 @@ class Agents:
         """Make an agent for ``cluster``; its key is in the answer, and only there."""
         return self._client.send(calls.create_agent(name, cluster))
 
-    def list(self) -> builtins.list[Agent]:
-        """Every agent, revoked ones included."""
-        return self._client.send(calls.list_agents())
+    def list(self, cluster: str | None = None) -> builtins.list[Agent]:
+        """Every agent, revoked ones included (only ``cluster``'s when given)."""
+        return self._client.send(calls.list_agents(cluster))
 
     def revoke(self, name: str) -> Agent:
         """Revoke an agent's key: it can claim nothing more."""
@@ -514,9 +533,10 @@ class Backups:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    def list(self, deployment: str) -> builtins.list[Backup]:
-        """The backups of a deployment, newest first."""
-        return self._client.send(calls.list_backups(deployment))
+    def list(self, deployment: str | None = None, *, status: str | None = None) -> builtins.list[Backup]:
+        """Every backup you may read (every role reads all), newest first; only ``deployment``'s or
+        those with ``status`` when given."""
+        return self._client.send(calls.list_backups(deployment, status))
 
     def get(self, backup_id: int) -> Backup:
         """One backup with its files."""

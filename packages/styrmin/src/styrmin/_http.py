@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Generic, TypeVar
 
@@ -78,6 +79,8 @@ class Call(Generic[T]):
     params: Mapping[str, Any] | None = None
     content: bytes | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    pages: bool = False
+    """A list the API answers page by page: the client follows each ``Link: <...>; rel="next"``."""
     idempotent: bool = False
     """A write that may be sent twice with the effect of once (the seed's ``stop_components``, ...)."""
 
@@ -85,6 +88,22 @@ class Call(Generic[T]):
     def retryable(self) -> bool:
         """Reads and idempotent writes are retried; another write might have been carried out already."""
         return self.idempotent or self.method in IDEMPOTENT_METHODS
+
+
+_NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
+
+
+def next_page(call: Call[T], response: httpx.Response) -> Call[T] | None:
+    """The call for the page after ``response`` of a paged list, None on the last page."""
+    if not call.pages:
+        return None
+    found = _NEXT_LINK.search(response.headers.get("link", ""))
+    if found is None:
+        return None
+    path = found.group(1)
+    return replace(
+        call, path=path.removeprefix(API_PREFIX) if path.startswith(API_PREFIX) else path, params=None
+    )
 
 
 def model(adapter_type: Any) -> Callable[[httpx.Response], Any]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Path
+from fastapi import Path, Query, Request, Response
 
 from styrmin_backend.api.deps import Admin, Db, api_router
+from styrmin_backend.api.pages import Cursor, Limit, page_of
 from styrmin_backend.api.schemas import AgentCreateRequest, AgentOut, IssuedAgentKeyOut
 from styrmin_backend.services import agents
 
@@ -21,9 +22,24 @@ def create_agent(body: AgentCreateRequest, db: Db, _: Admin) -> IssuedAgentKeyOu
 
 
 @router.get("/agents", response_model=list[AgentOut])
-def list_agents(db: Db, _: Admin) -> list[AgentOut]:
-    """Every registered agent."""
-    return [AgentOut.model_validate(row) for row in agents.list_agents(db)]
+def list_agents(
+    db: Db,
+    _: Admin,
+    request: Request,
+    response: Response,
+    cluster: Annotated[
+        str | None, Query(max_length=64, description="Only the agents of this cluster.")
+    ] = None,
+    limit: Limit = 500,
+    cursor: Cursor = None,
+) -> list[AgentOut]:
+    """Every registered agent by name (or a cluster's)."""
+    found = [
+        AgentOut.model_validate(row)
+        for row in agents.list_agents(db)
+        if cluster is None or row.cluster == cluster
+    ]
+    return page_of(found, lambda a: a.name, limit=limit, cursor=cursor, request=request, response=response)
 
 
 @router.delete("/agents/{name}", response_model=AgentOut)

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request, Response
 
 from styrmin_backend.api.deps import AppSettings, Db, Reader, api_router, bearer_token, require
+from styrmin_backend.api.pages import Cursor, Limit, page_of
 from styrmin_backend.api.schemas import (
     MAX_ID,
     IssuedTokenOut,
@@ -81,9 +82,12 @@ def logout(request: Request, db: Db, principal: Reader, response: Response) -> N
 
 
 @router.get("/auth/tokens", response_model=list[TokenOut])
-def list_tokens(db: Db, principal: Reader) -> list[TokenOut]:
-    """Your tokens that are neither revoked nor expired."""
-    return [TokenOut.model_validate(token) for token in auth.live_tokens(db, principal.user_id)]
+def list_tokens(
+    db: Db, principal: Reader, request: Request, response: Response, limit: Limit = 500, cursor: Cursor = None
+) -> list[TokenOut]:
+    """Your tokens that are neither revoked nor expired, newest first."""
+    found = [TokenOut.model_validate(token) for token in auth.live_tokens(db, principal.user_id)]
+    return page_of(found, lambda t: str(t.id), limit=limit, cursor=cursor, request=request, response=response)
 
 
 # Read-only users may make tokens for themselves: a token never gives more than its user's role.

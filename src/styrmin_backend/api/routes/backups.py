@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import Path, Response
+from fastapi import Path, Query, Request, Response
 from pydantic import BaseModel, Field, StrictInt
 
 from styrmin_backend.api.deps import Db, Reader, Writer, api_router
+from styrmin_backend.api.pages import Cursor, Limit, page_of
 from styrmin_backend.api.schemas import MAX_ID, Answer, ChangeOut, DeploymentOut, Strict, TaskSummary
 from styrmin_backend.domain.backups import BackupLabel, BackupStatus
 from styrmin_backend.domain.errors import NotFound
@@ -63,9 +64,37 @@ class RestoreRequest(Strict):
 
 
 @router.get("/deployments/{name}/backups", response_model=list[BackupOut])
-def list_backups(name: DeploymentName, db: Db, _: Reader) -> list[BackupOut]:
+def list_backups(
+    name: DeploymentName,
+    db: Db,
+    _: Reader,
+    request: Request,
+    response: Response,
+    limit: Limit = 500,
+    cursor: Cursor = None,
+) -> list[BackupOut]:
     """The backups of a deployment, newest first."""
-    return [BackupOut.model_validate(row) for row in backups.list_backups(db, name)]
+    found = [BackupOut.model_validate(row) for row in backups.list_backups(db, name)]
+    return page_of(found, lambda b: str(b.id), limit=limit, cursor=cursor, request=request, response=response)
+
+
+@router.get("/backups", response_model=list[BackupOut])
+def list_all_backups(
+    db: Db,
+    _: Reader,
+    request: Request,
+    response: Response,
+    deployment: Annotated[str | None, Query(max_length=53, description="Only this deployment's.")] = None,
+    status: Annotated[BackupStatus | None, Query(description="Only backups with this status.")] = None,
+    limit: Limit = 500,
+    cursor: Cursor = None,
+) -> list[BackupOut]:
+    """Every backup anyone signed in may read (every role reads every backup), newest first."""
+    found = [
+        BackupOut.model_validate(row)
+        for row in backups.list_all_backups(db, deployment=deployment, status=status)
+    ]
+    return page_of(found, lambda b: str(b.id), limit=limit, cursor=cursor, request=request, response=response)
 
 
 @router.post("/deployments/{name}/backups", response_model=BackupChangeOut, status_code=202)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from fastapi import Query, Request, Response
+
 from styrmin_backend.api.deps import Db, Reader, Writer, api_router
+from styrmin_backend.api.pages import Cursor, Limit, page_of
 from styrmin_backend.api.schemas import (
     ChangeOut,
     ComponentsRequest,
@@ -12,6 +17,7 @@ from styrmin_backend.api.schemas import (
     TaskSummary,
     UpgradeRequest,
 )
+from styrmin_backend.domain.status import DeploymentStatus
 from styrmin_backend.services import changes, deployment_status
 from styrmin_backend.services.deployment_models import Deployment
 
@@ -32,11 +38,33 @@ def change_out(db: Db, recorded: changes.Recorded) -> ChangeOut:
 
 
 @router.get("/deployments", response_model=list[DeploymentOut])
-def list_deployments(db: Db, _: Reader) -> list[DeploymentOut]:
-    """Every deployment."""
+def list_deployments(
+    db: Db,
+    _: Reader,
+    request: Request,
+    response: Response,
+    status: Annotated[
+        DeploymentStatus | None, Query(description="Only deployments with this status.")
+    ] = None,
+    driver: Annotated[
+        str | None, Query(max_length=64, description="Only deployments of this driver.")
+    ] = None,
+    cluster: Annotated[
+        str | None, Query(max_length=64, description="Only deployments on this cluster.")
+    ] = None,
+    limit: Limit = 500,
+    cursor: Cursor = None,
+) -> list[DeploymentOut]:
+    """Every deployment by name, or those with the status, driver and cluster given."""
     rows = changes.list_deployments(db)
     statuses = deployment_status.statuses_of(db, rows)
-    return [DeploymentOut.of(row, statuses[row.id]) for row in rows]
+    found = [
+        DeploymentOut.of(row, statuses[row.id])
+        for row in rows
+        if (driver is None or row.driver_name == driver) and (cluster is None or row.cluster == cluster)
+    ]
+    found = [d for d in found if status is None or d.status == status]
+    return page_of(found, lambda d: d.name, limit=limit, cursor=cursor, request=request, response=response)
 
 
 @router.get("/deployments/{name}", response_model=DeploymentOut)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Path, Request, Response
+from fastapi import Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from styrmin_backend.api.deps import Db, Reader, Writer, api_router
 from styrmin_backend.api.errors import FieldError, error_response
+from styrmin_backend.api.pages import Cursor, Limit, page_of
 from styrmin_backend.api.schemas import DriverVersionOut
 from styrmin_backend.domain.limits import DRIVER_ARCHIVE_MAX_BYTES
 from styrmin_backend.drivers import DriverError, DriverReport
@@ -108,9 +109,25 @@ async def push(
 
 
 @router.get("/drivers", response_model=list[DriverVersionOut])
-def list_drivers(db: Db, _: Reader) -> list[DriverVersionOut]:
-    """Every stored driver version."""
-    return [DriverVersionOut.of(row) for row in drivers.list_drivers(db)]
+def list_drivers(
+    db: Db,
+    _: Reader,
+    request: Request,
+    response: Response,
+    name: Annotated[str | None, Query(max_length=64, description="Only the versions of this driver.")] = None,
+    limit: Limit = 500,
+    cursor: Cursor = None,
+) -> list[DriverVersionOut]:
+    """Every stored driver version, by name and then as pushed (or one driver's versions)."""
+    found = [DriverVersionOut.of(row) for row in drivers.list_drivers(db) if name is None or row.name == name]
+    return page_of(
+        found,
+        lambda d: f"{d.name}@{d.version}",
+        limit=limit,
+        cursor=cursor,
+        request=request,
+        response=response,
+    )
 
 
 @router.get("/drivers/{name}/versions/{version}", response_model=DriverVersionOut)

@@ -6,11 +6,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import Request
+from fastapi import Request, Response
 from pydantic import BaseModel, Field, StrictInt
 from sqlalchemy.orm import Session
 
 from styrmin_backend.api.deps import Db, Reader, Writer, api_router, authenticate_request, short_transaction
+from styrmin_backend.api.pages import Cursor, Limit, page_of
 from styrmin_backend.api.routes.deployments import change_out
 from styrmin_backend.api.schemas import (
     MAX_ID,
@@ -378,10 +379,21 @@ def preview_change(name: DeploymentName, body: PreviewRequest, request: Request)
 
 
 @router.get("/deployments/{name}/revisions", response_model=list[RevisionOut])
-def list_revisions(name: DeploymentName, db: Db, _: Reader) -> list[RevisionOut]:
+def list_revisions(
+    name: DeploymentName,
+    db: Db,
+    _: Reader,
+    request: Request,
+    response: Response,
+    limit: Limit = 500,
+    cursor: Cursor = None,
+) -> list[RevisionOut]:
     """The deployment's revisions, newest first: each change's type, versions, configuration (secrets
     concealed), who requested it and when, and its task's status."""
-    return [RevisionOut.of(entry) for entry in history.deployment_history(db, name)]
+    found = [RevisionOut.of(entry) for entry in history.deployment_history(db, name)]
+    return page_of(
+        found, lambda r: str(r.revision), limit=limit, cursor=cursor, request=request, response=response
+    )
 
 
 @router.get("/deployments/{name}/revisions/{revision}", response_model=RevisionOut)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import Path, Query, Request
+from fastapi import Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 
 from styrmin_backend.api.deps import Db, Reader, Writer, api_router, require, short_transaction
+from styrmin_backend.api.pages import Cursor, next_link
 from styrmin_backend.api.routes.deployments import change_out
 from styrmin_backend.api.schemas import MAX_ID, ChangeOut, ConfigurationIn, TaskOut, TaskPageOut, TaskSummary
+from styrmin_backend.domain.errors import InvalidInput
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services import cancel, changes, tasks
@@ -34,13 +36,27 @@ def list_tasks(
     status: Annotated[TaskStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
     before: Annotated[
-        int | None, Query(ge=1, le=MAX_ID, description="Cursor: tasks with a smaller id.")
+        int | None,
+        Query(ge=1, le=MAX_ID, description="Tasks with a smaller id (as cursor, kept for clients)."),
     ] = None,
+    cursor: Cursor = None,
+    *,
+    request: Request,
+    response: Response,
 ) -> TaskPageOut:
-    """Tasks newest first, filtered by deployment, type and status."""
+    """Tasks newest first, filtered by deployment, type and status; the next page is in the Link
+    header, as for every list (and in ``next_before``)."""
+    if cursor is not None:
+        if not cursor.isdigit() or not 1 <= int(cursor) <= MAX_ID:
+            raise InvalidInput(
+                f'The cursor "{cursor}" is not one this list gave; list again without it.', field="cursor"
+            )
+        before = int(cursor)
     page = tasks.list_tasks(
         db, deployment=deployment, task_type=type, status=status, limit=limit, before=before
     )
+    if page.next_before is not None:
+        next_link(request, response, str(page.next_before))
     return TaskPageOut(
         items=[TaskSummary.model_validate(row) for row in page.items], next_before=page.next_before
     )

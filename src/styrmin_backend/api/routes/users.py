@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from fastapi import Request, Response
+
 from styrmin_backend.api.deps import Admin, Db, Reader, api_router
+from styrmin_backend.api.pages import Cursor, Limit, page_of
 from styrmin_backend.api.schemas import (
     PasswordRequest,
     PasswordResetOut,
@@ -16,9 +19,14 @@ router = api_router(tags=["users"])
 
 
 @router.get("/users", response_model=list[UserOut])
-def list_users(db: Db, _: Reader) -> list[UserOut]:
-    """Every user, styrmin-actions included (marked built-in)."""
-    return [UserOut.model_validate(row) for row in users.list_users(db)]
+def list_users(
+    db: Db, _: Reader, request: Request, response: Response, limit: Limit = 500, cursor: Cursor = None
+) -> list[UserOut]:
+    """Every user by name, styrmin-actions included (marked built-in)."""
+    found = [UserOut.model_validate(row) for row in users.list_users(db)]
+    return page_of(
+        found, lambda u: u.username, limit=limit, cursor=cursor, request=request, response=response
+    )
 
 
 @router.get("/users/{username}", response_model=UserOut)

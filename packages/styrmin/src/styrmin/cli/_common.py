@@ -15,15 +15,22 @@ from rich.text import Text
 
 from styrmin._environment import TOKEN_ENV, URL_ENV
 from styrmin.cli.config import Config, ConfigFileError, Context, load, same_server
-from styrmin.cli.output import OutputFormat, make_console
+from styrmin.cli.output import ListFormat, OutputFormat, dump, is_machine, make_console
 from styrmin.errors import (
     APIError,
     AuthenticationError,
+    BadRequestError,
     ConfigurationError,
+    ConflictError,
+    ForbiddenError,
     InvalidDriverError,
+    NotFoundError,
+    PayloadTooLargeError,
+    ServerError,
     StyrminConnectionError,
     StyrminError,
     TaskFailedError,
+    ValidationError,
     WaitTimeoutError,
 )
 
@@ -137,6 +144,48 @@ def state() -> State:
     return _current
 
 
+ERROR_CODES: tuple[tuple[type[BaseException], str], ...] = (
+    (UsageProblem, "usage"),
+    (StyrminConnectionError, "unreachable"),
+    (ConfigurationError, "configuration"),
+    (AuthenticationError, "unauthenticated"),
+    (ForbiddenError, "forbidden"),
+    (NotFoundError, "not_found"),
+    (ConflictError, "conflict"),
+    (ValidationError, "invalid"),
+    (BadRequestError, "invalid"),
+    (PayloadTooLargeError, "too_large"),
+    (ServerError, "server_error"),
+    (APIError, "refused"),
+    (InvalidDriverError, "invalid_driver"),
+    (TaskFailedError, "task_failed"),
+    (WaitTimeoutError, "timeout"),
+    (StyrminError, "error"),
+)
+"""The ``code`` of a machine-readable error (``-o json|yaml``), by the error's class: stable, so
+scripts may branch on it (docs/cli.md lists them)."""
+
+
+def error_code(error: BaseException) -> str:
+    """The stable code of ``error`` (the first class of :data:`ERROR_CODES` it is)."""
+    return next((code for kind, code in ERROR_CODES if isinstance(error, kind)), "error")
+
+
+def _fail_as(
+    fmt: OutputFormat | ListFormat, error: BaseException, message: str, exit_code: int, detail: list[str]
+) -> NoReturn:
+    """The error as one JSON or YAML document on stdout (nothing else is printed there), then exit."""
+    body: dict[str, object] = {"code": error_code(error), "message": message, "exit_code": exit_code}
+    if detail:
+        body["details"] = detail
+    status = getattr(error, "status", None)
+    if isinstance(status, int):
+        body["status"] = status
+    sys.stdout.write(dump({"error": body}, fmt))
+    sys.stdout.flush()
+    raise typer.Exit(exit_code)
+
+
 def fail(message: str, code: int = EXIT_FAILED, detail: list[str] | None = None) -> NoReturn:
     """Print ``error: message`` (and detail lines) on stderr and exit with ``code``."""
     err = make_console(stderr=True)
@@ -146,36 +195,43 @@ def fail(message: str, code: int = EXIT_FAILED, detail: list[str] | None = None)
     raise typer.Exit(code)
 
 
-def _api_error(error: APIError) -> NoReturn:
+def _api_detail(error: APIError) -> list[str]:
     detail = [str(e) for e in error.errors if str(e) and str(e) not in error.message]
     if len(error.errors) > 1:
         detail = [str(e) for e in error.errors]
     if isinstance(error, AuthenticationError):
         detail.append("Log in again with: styrminctl login")
-    fail(error.message, EXIT_FAILED, detail)
+    return detail
+
+
+def _explained(error: Exception) -> tuple[str, int, list[str]]:
+    """The message, exit code and detail lines of an error a command let through."""
+    if isinstance(error, UsageProblem):
+        return str(error), EXIT_USAGE, []
+    if isinstance(error, StyrminConnectionError | ConfigurationError):
+        return error.message, EXIT_USAGE, []
+    if isinstance(error, APIError):
+        return error.message, EXIT_FAILED, _api_detail(error)
+    if isinstance(error, InvalidDriverError):
+        return error.message, EXIT_FAILED, [str(e) for e in error.errors][1:]
+    assert isinstance(error, StyrminError)
+    return error.message, EXIT_FAILED, []
 
 
 def handle_errors(function: Callable[P, R]) -> Callable[P, R]:
-    """Turn the SDK's exceptions into a message on stderr and the documented exit code."""
+    """Turn the SDK's exceptions into a message on stderr and the documented exit code; under
+    ``-o json|yaml``, into a document with a stable ``code`` on stdout instead."""
 
     @functools.wraps(function)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return function(*args, **kwargs)
-        except UsageProblem as error:
-            fail(str(error), EXIT_USAGE)
-        except StyrminConnectionError as error:
-            fail(error.message, EXIT_USAGE)
-        except ConfigurationError as error:
-            fail(error.message, EXIT_USAGE)
-        except APIError as error:
-            _api_error(error)
-        except InvalidDriverError as error:
-            fail(error.message, EXIT_FAILED, [str(e) for e in error.errors][1:])
-        except (TaskFailedError, WaitTimeoutError) as error:
-            fail(error.message, EXIT_FAILED)
-        except StyrminError as error:
-            fail(error.message, EXIT_FAILED)
+        except (UsageProblem, StyrminError) as error:
+            message, exit_code, detail = _explained(error)
+            fmt = kwargs.get("output")
+            if isinstance(fmt, OutputFormat | ListFormat) and is_machine(fmt):
+                _fail_as(fmt, error, message, exit_code, detail)
+            fail(message, exit_code, detail)
         except KeyboardInterrupt:
             make_console(stderr=True).print("Interrupted.")
             raise typer.Exit(130) from None
@@ -183,6 +239,75 @@ def handle_errors(function: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def stdin_is_terminal() -> bool:
+    """Whether someone can answer a question on standard input."""
+    return sys.stdin.isatty()
+
+
+def confirm(action: str, yes: bool) -> None:
+    """Ask before ``action`` (a destructive change) unless ``yes``; with no terminal to ask on, refuse.
+
+    Raises:
+        UsageProblem: standard input is not a terminal and ``--yes`` was not given.
+    """
+    if yes:
+        return
+    if not stdin_is_terminal():
+        raise UsageProblem(
+            f"Refusing to {action} without confirmation: standard input is not a terminal. "
+            "Add --yes to do it anyway."
+        )
+    if not typer.confirm(f"{action[0].upper()}{action[1:]}?", default=False):
+        make_console(stderr=True).print("Nothing was changed.")
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _completion_client() -> Client | None:
+    """A client for shell completion: the server and token as a command would use them, a short
+    timeout, and None when there is none (completion then offers nothing, silently)."""
+    try:
+        return State(request_timeout=3.0).client()
+    except Exception:  # completion must never print an error into the user's shell
+        return None
+
+
+def complete_deployment(incomplete: str) -> list[str]:
+    """The names of the deployments starting with ``incomplete`` (shell completion)."""
+    client = _completion_client()
+    if client is None:
+        return []
+    try:
+        with client:
+            return [d.name for d in client.deployments.list() if d.name.startswith(incomplete)]
+    except Exception:
+        return []
+
+
+def complete_task(incomplete: str) -> list[str]:
+    """The ids of the latest tasks starting with ``incomplete`` (shell completion)."""
+    client = _completion_client()
+    if client is None:
+        return []
+    try:
+        with client:
+            ids = [str(t.id) for t in client.tasks.list(limit=50).items]
+    except Exception:
+        return []
+    return [task_id for task_id in ids if task_id.startswith(incomplete)]
+
+
+YesOption = Annotated[
+    bool, typer.Option("--yes", "-y", help="Do it without asking (needed when stdin is not a terminal).")
+]
+ListOutputOption = Annotated[
+    ListFormat,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Print as a table (text), a wider table (wide), KIND/NAME lines (name), json or yaml.",
+        case_sensitive=False,
+    ),
+]
 OutputOption = Annotated[
     OutputFormat,
     typer.Option(

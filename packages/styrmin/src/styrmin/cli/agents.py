@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from styrmin.cli._common import OutputOption, handle_errors, state
-from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
+from styrmin.cli._common import ListOutputOption, OutputOption, YesOption, confirm, handle_errors, state
+from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 
 app = typer.Typer(help="Agents, one or more per cluster (needs the Admin role).", no_args_is_help=True)
 
@@ -144,12 +144,18 @@ def register(
 
 @app.command("list")
 @handle_errors
-def list_agents(output: OutputOption = OutputFormat.TEXT) -> None:
+def list_agents(
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Only this cluster's agents.")] = None,
+    output: ListOutputOption = ListFormat.TEXT,
+) -> None:
     """List the agents and the cluster of each."""
     with state().client() as client:
-        found = client.agents.list()
+        found = client.agents.list(cluster)
     if is_machine(output):
         emit(found, output)
+        return
+    if output == ListFormat.NAME:
+        emit_names("agent", [a.name for a in found])
         return
     console = make_console()
     for agent in found:
@@ -160,8 +166,11 @@ def list_agents(output: OutputOption = OutputFormat.TEXT) -> None:
 
 @app.command()
 @handle_errors
-def revoke(name: Annotated[str, typer.Argument(help="The agent's name.", show_default=False)]) -> None:
-    """Revoke an agent's key: it claims nothing more."""
+def revoke(
+    name: Annotated[str, typer.Argument(help="The agent's name.", show_default=False)], yes: YesOption = False
+) -> None:
+    """Revoke an agent's key: it claims nothing more (asks first unless --yes)."""
+    confirm(f"revoke agent {name}", yes)
     with state().client() as client:
         client.agents.revoke(name)
     make_console().print(f"Agent {name} revoked.", markup=False)

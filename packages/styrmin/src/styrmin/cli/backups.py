@@ -9,8 +9,18 @@ import typer
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from styrmin.cli._common import OutputOption, WaitOption, WaitTimeoutOption, handle_errors, state
-from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
+from styrmin.cli._common import (
+    ListOutputOption,
+    OutputOption,
+    WaitOption,
+    WaitTimeoutOption,
+    YesOption,
+    complete_deployment,
+    confirm,
+    handle_errors,
+    state,
+)
+from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.progress import finish_change
 from styrmin.cli.render import _field, _table, age, clean, status, when
 
@@ -19,7 +29,9 @@ if TYPE_CHECKING:  # the models load only when a command runs, so --help starts 
 
 app = typer.Typer(help="Backups of deployments: take one, list them, show one.", no_args_is_help=True)
 
-DeploymentArgument = Annotated[str, typer.Argument(help="The deployment's name.", show_default=False)]
+DeploymentArgument = Annotated[
+    str, typer.Argument(help="The deployment's name.", show_default=False, autocompletion=complete_deployment)
+]
 BackupArgument = Annotated[int, typer.Argument(help="The backup's id.", show_default=False, min=1)]
 
 
@@ -31,11 +43,13 @@ def _size(size: int) -> str:
     return str(size)
 
 
-def backups_table(backups: Sequence[Backup]) -> Group:
-    table = _table("ID", "STATUS", "LABEL", "APP VERSION", "DRIVER", "FILES", "SIZE", "AGE")
+def backups_table(backups: Sequence[Backup], wide: bool = False) -> Group:
+    columns = ["ID", "DEPLOYMENT", "STATUS", "LABEL", "APP VERSION", "DRIVER", "FILES", "SIZE", "AGE"]
+    table = _table(*columns, *(["TASK", "REQUESTED BY", "LOCATION"] if wide else []))
     for b in backups:
-        table.add_row(
+        row: list[str | Text] = [
             str(b.id),
+            clean(b.deployment),
             status(str(b.status)),
             clean(b.label),
             clean(b.app_version),
@@ -43,7 +57,10 @@ def backups_table(backups: Sequence[Backup]) -> Group:
             str(len(b.files)),
             _size(sum(f.size for f in b.files)),
             age(b.created_at),
-        )
+        ]
+        if wide:
+            row += [str(b.task_id) if b.task_id else "-", clean(b.requested_by), clean(b.location or "-")]
+        table.add_row(*row)
     return Group(table)
 
 
@@ -100,19 +117,43 @@ def create(
 
 @app.command("list")
 @handle_errors
-def list_backups(deployment: DeploymentArgument, output: OutputOption = OutputFormat.TEXT) -> None:
-    """List the backups of a deployment, newest first."""
+def list_backups(
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            help="Only this deployment's (the same as --deployment).",
+            show_default=False,
+            autocompletion=complete_deployment,
+        ),
+    ] = None,
+    deployment: Annotated[
+        str | None,
+        typer.Option(
+            "--deployment", "-d", help="Only this deployment's.", autocompletion=complete_deployment
+        ),
+    ] = None,
+    status_: Annotated[
+        str | None, typer.Option("--status", help="Only those with this status (succeeded, failed, ...).")
+    ] = None,
+    output: ListOutputOption = ListFormat.TEXT,
+) -> None:
+    """List every backup you may read (every role reads all of them), newest first."""
+    deployment = deployment or name
     with state().client() as client:
-        found = client.backups.list(deployment)
+        found = client.backups.list(deployment, status=status_)
     if is_machine(output):
         emit(found, output)
-    elif not found:
+    elif output == ListFormat.NAME:
+        emit_names("backup", [str(b.id) for b in found])
+    elif not found and deployment and not status_:
         make_console().print(
             f"No backups of {clean(deployment)} yet; take one with: styrminctl backups create {clean(deployment)}",
             soft_wrap=True,
         )
+    elif not found:
+        make_console().print("No backups match." if status_ else "No backups yet.", soft_wrap=True)
     else:
-        make_console().print(backups_table(found))
+        make_console().print(backups_table(found, wide=output == ListFormat.WIDE))
 
 
 @app.command()
@@ -157,9 +198,12 @@ def delete(
     backup_id: BackupArgument,
     wait: WaitOption = False,
     timeout: WaitTimeoutOption = None,
+    yes: YesOption = False,
     output: OutputOption = OutputFormat.TEXT,
 ) -> None:
-    """Delete a backup: a task of its deployment deletes its files, then the backup is gone."""
+    """Delete a backup: a task of its deployment deletes its files, then the backup is gone (asks
+    first unless --yes)."""
+    confirm(f"delete backup {backup_id} and its files", yes)
     with state().client() as client:
         change = client.backups.delete(backup_id)
         finish_change(client, f"Deleting backup {backup_id} of", change, wait, timeout, output)
@@ -285,8 +329,9 @@ def set_schedule(
 
 @app.command("remove-schedule")
 @handle_errors
-def remove_schedule(deployment: DeploymentArgument) -> None:
-    """Stop taking scheduled backups of a deployment (the backups taken stay)."""
+def remove_schedule(deployment: DeploymentArgument, yes: YesOption = False) -> None:
+    """Stop taking scheduled backups of a deployment (the backups taken stay; asks first unless --yes)."""
+    confirm(f"stop the scheduled backups of {deployment}", yes)
     with state().client() as client:
         client.backups.remove_schedule(deployment)
     make_console().print(f"Removed the backup schedule of {clean(deployment)}.", soft_wrap=True)

@@ -11,26 +11,33 @@ import typer
 
 from styrmin.cli._common import (
     PLAIN_HELP,
+    ListOutputOption,
     OutputOption,
     UsageProblem,
     WaitOption,
     WaitTimeoutOption,
+    YesOption,
+    complete_deployment,
+    confirm,
     handle_errors,
     state,
 )
-from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
+from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.preview import DryRunOption, show_preview
 from styrmin.cli.progress import finish_change
 from styrmin.cli.render import deployment_detail, deployments_table
 
 if TYPE_CHECKING:
+    from styrmin import Client
     from styrmin.models import Configuration
 
 app = typer.Typer(
     rich_markup_mode=PLAIN_HELP, help="Deployments: create, change and inspect them.", no_args_is_help=True
 )
 
-NameArgument = Annotated[str, typer.Argument(help="The deployment's name.", show_default=False)]
+NameArgument = Annotated[
+    str, typer.Argument(help="The deployment's name.", show_default=False, autocompletion=complete_deployment)
+]
 ComponentsArgument = Annotated[
     list[str] | None,
     typer.Argument(help="Component names (see: styrminctl drivers get).", show_default=False),
@@ -64,6 +71,34 @@ EnvOption = Annotated[
     list[str] | None,
     typer.Option("--env", help="Env var of a component's container: COMPONENT.NAME=VALUE (repeatable)."),
 ]
+
+
+def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    """Orders versions as people read them: numbers by value, so 1.10.0 comes after 1.9.0.
+
+    >>> sorted(["1.10.0", "1.9.0", "2.0.0-rc1", "1.9.0a"], key=version_key)
+    ['1.9.0', '1.9.0a', '1.10.0', '2.0.0-rc1']
+    """
+    import re
+
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|[^\d.\-+]+", version)
+    )
+
+
+def newest_driver_version(client: Client, driver: str) -> str:
+    """The newest pushed version of ``driver``; says which on stderr (stdout stays the result's)."""
+    versions = [d.version for d in client.drivers.list(driver) if d.name == driver]
+    if not versions:
+        raise UsageProblem(f'There is no driver "{driver}"; push it first: styrminctl drivers push FOLDER')
+    newest = max(versions, key=version_key)
+    others = f", the newest of {len(versions)}" if len(versions) > 1 else ""
+    make_console(stderr=True).print(
+        f"Using driver {driver}@{newest}{others} (pin one with --driver {driver}@VERSION).",
+        markup=False,
+        soft_wrap=True,
+    )
+    return newest
 
 
 def _empty_configuration() -> Configuration:
@@ -181,7 +216,9 @@ def edit_configuration(
 @handle_errors
 def create(
     name: NameArgument,
-    driver: Annotated[str, typer.Option("--driver", "-d", help="The driver: NAME or NAME@VERSION.")],
+    driver: Annotated[
+        str, typer.Option("--driver", "-d", help="The driver: NAME (its newest version) or NAME@VERSION.")
+    ],
     driver_version: Annotated[
         str | None, typer.Option("--driver-version", help="The driver's version.")
     ] = None,
@@ -205,17 +242,15 @@ def create(
     output: OutputOption = OutputFormat.TEXT,
     dry_run: DryRunOption = False,
 ) -> None:
-    """Create a deployment of a driver's application."""
+    """Create a deployment of a driver's application (of the driver's newest version unless named)."""
     if driver_version is None:
         driver, _, driver_version = driver.partition("@")
-        if not driver_version:
-            raise UsageProblem(
-                "Give the driver's version: --driver NAME@VERSION or --driver-version VERSION."
-            )
     configuration = edit_configuration(
         _empty_configuration(), file=file, values_file=values, sets=set_values, images=image, envs=env
     )
     with state().client() as client:
+        if not driver_version:
+            driver_version = newest_driver_version(client, driver)
         if dry_run:
             show_preview(
                 client,
@@ -244,18 +279,31 @@ def create(
 
 @app.command("list")
 @handle_errors
-def list_deployments(output: OutputOption = OutputFormat.TEXT) -> None:
-    """List the deployments."""
+def list_deployments(
+    status: Annotated[
+        str | None, typer.Option("--status", help="Only those with this status (running, failed, ...).")
+    ] = None,
+    driver: Annotated[str | None, typer.Option("--driver", help="Only those of this driver.")] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Only those on this cluster.")] = None,
+    output: ListOutputOption = ListFormat.TEXT,
+) -> None:
+    """List the deployments (filtered by the server)."""
     with state().client() as client:
-        found = client.deployments.list()
+        found = client.deployments.list(status=status, driver=driver, cluster=cluster)
     if is_machine(output):
         emit(found, output)
+    elif output == ListFormat.NAME:
+        emit_names("deployment", [d.name for d in found])
     elif not found:
+        filtered = status or driver or cluster
         make_console().print(
-            "No deployments yet; create one with: styrminctl deployments create", soft_wrap=True
+            "No deployments match."
+            if filtered
+            else "No deployments yet; create one with: styrminctl deployments create",
+            soft_wrap=True,
         )
     else:
-        make_console().print(deployments_table(found))
+        make_console().print(deployments_table(found, wide=output == ListFormat.WIDE))
 
 
 @app.command()
@@ -402,9 +450,12 @@ def restore(
     ],
     wait: WaitOption = False,
     timeout: WaitTimeoutOption = None,
+    yes: YesOption = False,
     output: OutputOption = OutputFormat.TEXT,
 ) -> None:
-    """Restore a backup: the application goes back to the backup's version, then its data comes back."""
+    """Restore a backup: the application goes back to the backup's version, then its data comes back
+    (the data it has now is replaced; asks first unless --yes)."""
+    confirm(f"restore backup {backup} into deployment {name}, replacing its data", yes)
     with state().client() as client:
         change = client.deployments.restore(name, backup)
         finish_change(client, "Restoring", change, wait, timeout, output)
@@ -416,9 +467,11 @@ def delete(
     name: NameArgument,
     wait: WaitOption = False,
     timeout: WaitTimeoutOption = None,
+    yes: YesOption = False,
     output: OutputOption = OutputFormat.TEXT,
 ) -> None:
-    """Delete a deployment: the agent uninstalls it."""
+    """Delete a deployment: the agent uninstalls it (asks first unless --yes)."""
+    confirm(f"delete deployment {name} and uninstall it from its cluster", yes)
     with state().client() as client:
         change = client.deployments.delete(name)
         finish_change(client, "Deleting", change, wait, timeout, output)

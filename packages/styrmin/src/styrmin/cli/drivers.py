@@ -8,8 +8,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
-from styrmin.cli._common import EXIT_FAILED, PLAIN_HELP, OutputOption, UsageProblem, handle_errors, state
-from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
+from styrmin.cli._common import (
+    EXIT_FAILED,
+    PLAIN_HELP,
+    ListOutputOption,
+    OutputOption,
+    UsageProblem,
+    handle_errors,
+    state,
+)
+from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.render import clean, driver_detail, drivers_table, report_lines
 from styrmin.errors import ValidationError
 
@@ -102,16 +110,21 @@ def push(path: PathArgument, output: OutputOption = OutputFormat.TEXT) -> None:
 
 @app.command("list")
 @handle_errors
-def list_drivers(output: OutputOption = OutputFormat.TEXT) -> None:
+def list_drivers(
+    driver: Annotated[str | None, typer.Option("--driver", help="Only this driver's versions.")] = None,
+    output: ListOutputOption = ListFormat.TEXT,
+) -> None:
     """List the stored driver versions."""
     with state().client() as client:
-        found = client.drivers.list()
+        found = client.drivers.list(driver)
     if is_machine(output):
         emit(found, output)
+    elif output == ListFormat.NAME:
+        emit_names("driver", [f"{d.name}@{d.version}" for d in found])
     elif not found:
         make_console().print("No drivers yet; push one with: styrminctl drivers push PATH", soft_wrap=True)
     else:
-        make_console().print(drivers_table(found))
+        make_console().print(drivers_table(found, wide=output == ListFormat.WIDE))
 
 
 @app.command()

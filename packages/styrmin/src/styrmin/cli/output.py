@@ -21,6 +21,16 @@ class OutputFormat(StrEnum):
     YAML = "yaml"
 
 
+class ListFormat(StrEnum):
+    """How a list command prints: a table, a wider table, one KIND/NAME a line, JSON or YAML."""
+
+    TEXT = "text"
+    WIDE = "wide"
+    NAME = "name"
+    JSON = "json"
+    YAML = "yaml"
+
+
 def make_console(stderr: bool = False) -> Console:
     """A console on stdout (or stderr). Rich honours NO_COLOR and FORCE_COLOR; when the output is not
     a terminal, lines are not wrapped at 80 columns (COLUMNS sets the width)."""
@@ -45,7 +55,7 @@ def plain(data: Any) -> Any:
     return data
 
 
-def dump(data: Any, fmt: OutputFormat) -> str:
+def dump(data: Any, fmt: OutputFormat | ListFormat) -> str:
     """``data`` as JSON (2-space indent) or YAML (fields in the API's order)."""
     value = plain(data)
     if fmt == OutputFormat.YAML:
@@ -55,14 +65,21 @@ def dump(data: Any, fmt: OutputFormat) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
 
-def emit(data: Any, fmt: OutputFormat) -> None:
+def emit(data: Any, fmt: OutputFormat | ListFormat) -> None:
     """Write ``data`` to stdout as ``fmt`` (never through Rich, so no markup or wrapping applies)."""
     sys.stdout.write(dump(data, fmt))
     sys.stdout.flush()
 
 
-def is_machine(fmt: OutputFormat | None) -> bool:
-    return fmt is not None and fmt != OutputFormat.TEXT
+def is_machine(fmt: OutputFormat | ListFormat | None) -> bool:
+    """Whether ``fmt`` is JSON or YAML (the API's fields, for programs)."""
+    return fmt is not None and fmt in (OutputFormat.JSON, OutputFormat.YAML)
+
+
+def emit_names(kind: str, names: Sequence[str]) -> None:
+    """``-o name``: one ``KIND/NAME`` a line, as kubectl prints (for ``xargs`` and loops)."""
+    sys.stdout.write("".join(f"{kind}/{name}\n" for name in names))
+    sys.stdout.flush()
 
 
 def join(values: Sequence[str], empty: str = "-") -> str:

@@ -51,13 +51,13 @@ def wait_live(client: Client, task_id: int, timeout: float | None) -> Task:
         raise
 
 
-def show_task(task: Task, output: OutputFormat) -> None:
-    """Print the task as ``tasks get`` does, and exit 1 when it failed."""
+def show_task(task: Task, output: OutputFormat, *, fail_when_failed: bool = True) -> None:
+    """Print the task as ``tasks get`` does, and exit 1 when it failed (if ``fail_when_failed``)."""
     if is_machine(output):
         emit(task, output)
     else:
         make_console().print(task_detail(task), soft_wrap=True)
-    if task.status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
+    if fail_when_failed and task.status in (TaskStatus.FAILED, TaskStatus.CANCELLED):
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -238,12 +238,13 @@ def started_task_detail(started: StartedTask, indent: int) -> list[RenderableTyp
     return parts
 
 
-def tasks_table(tasks: Sequence[TaskSummary]) -> Table:
-    table = _table(
+def tasks_table(tasks: Sequence[TaskSummary], wide: bool = False) -> Table:
+    columns = [
         "ID", "DEPLOYMENT", "TYPE", "STATUS", "REVISION", "REQUESTED BY", "AGE", "DURATION", "ERROR / WAITING"
-    )
+    ]  # fmt: skip
+    table = _table(*columns, *(["CREATED", "ENDED"] if wide else []))
     for t in tasks:
-        table.add_row(
+        row: list[str | Text] = [
             str(t.id),
             clean(t.deployment),
             t.type.value,
@@ -252,8 +253,11 @@ def tasks_table(tasks: Sequence[TaskSummary]) -> Table:
             clean(t.requested_by),
             age(t.created_at),
             duration(t.duration),
-            _short(t.waiting.message if t.waiting is not None else t.error),
-        )
+            _short(t.waiting.message if t.waiting is not None else t.error, 200 if wide else 60),
+        ]
+        if wide:
+            row += [when(t.created_at), when(t.ended_at)]
+        table.add_row(*row)
     return table
 
 
@@ -320,10 +324,11 @@ def change_line(action: str, change: Change, follow_hint: bool = True) -> Text:
     return Text(line + (f" Follow it with: styrminctl tasks wait {t.id}" if follow_hint else ""))
 
 
-def deployments_table(deployments: Sequence[Deployment]) -> Table:
-    table = _table("NAME", "NAMESPACE", "DRIVER", "APP VERSION", "STATUS", "STOPPED", "REVISION", "AGE")
+def deployments_table(deployments: Sequence[Deployment], wide: bool = False) -> Table:
+    columns = ["NAME", "NAMESPACE", "DRIVER", "APP VERSION", "STATUS", "STOPPED", "REVISION", "AGE"]
+    table = _table(*columns, *(["CLUSTER", "RUNNING", "REASON"] if wide else []))
     for d in deployments:
-        table.add_row(
+        row: list[str | Text] = [
             clean(d.name),
             clean(d.namespace),
             f"{clean(d.driver)}@{clean(d.driver_version)}",
@@ -332,7 +337,15 @@ def deployments_table(deployments: Sequence[Deployment]) -> Table:
             clean(", ".join(d.stopped_components)) or "-",
             str(d.revision),
             age(d.created_at),
-        )
+        ]
+        if wide:
+            running = (
+                f"{clean(d.running_app_version)} ({clean(d.driver)}@{clean(d.running_driver_version or '-')})"
+                if d.running_app_version
+                else "-"
+            )
+            row += [clean(d.cluster), running, _short(d.status_reason)]
+        table.add_row(*row)
     return table
 
 
@@ -373,10 +386,11 @@ def deployment_detail(d: Deployment, recent: Sequence[TaskSummary] = ()) -> Grou
 # --- drivers -----------------------------------------------------------------------------------
 
 
-def drivers_table(drivers: Sequence[Driver]) -> Table:
-    table = _table("NAME", "VERSION", "APPLICATION", "COMPONENTS", "ACTIONS", "PUSHED BY", "AGE")
+def drivers_table(drivers: Sequence[Driver], wide: bool = False) -> Table:
+    columns = ["NAME", "VERSION", "APPLICATION", "COMPONENTS", "ACTIONS", "PUSHED BY", "AGE"]
+    table = _table(*columns, *(["CHECKSUM", "DESCRIPTION"] if wide else []))
     for d in drivers:
-        table.add_row(
+        row = [
             clean(d.name),
             clean(d.version),
             f"{clean(d.application.name)} {clean(d.application.default_version)}",
@@ -384,7 +398,10 @@ def drivers_table(drivers: Sequence[Driver]) -> Table:
             str(len(d.actions)),
             clean(d.pushed_by),
             age(d.pushed_at),
-        )
+        ]
+        if wide:
+            row += [clean(d.checksum), _short(d.description)]
+        table.add_row(*row)
     return table
 
 

@@ -11,15 +11,18 @@ from rich.text import Text
 from styrmin._enums import TaskStatus, TaskType
 from styrmin.cli._common import (
     PLAIN_HELP,
+    ListOutputOption,
     OutputOption,
     WaitOption,
     WaitTimeoutOption,
+    complete_deployment,
+    complete_task,
     fail,
     handle_errors,
     poll_interval,
     state,
 )
-from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
+from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.progress import finish_change, show_task, wait_live
 from styrmin.cli.render import task_detail, tasks_table
 
@@ -30,14 +33,19 @@ app = typer.Typer(
     rich_markup_mode=PLAIN_HELP, help="Tasks: what each change did, step by step.", no_args_is_help=True
 )
 
-TaskArgument = Annotated[int, typer.Argument(help="The task's id.", min=1, show_default=False)]
+TaskArgument = Annotated[
+    int, typer.Argument(help="The task's id.", min=1, show_default=False, autocompletion=complete_task)
+]
 
 
 @app.command("list")
 @handle_errors
 def list_tasks(
     deployment: Annotated[
-        str | None, typer.Option("--deployment", "-d", help="Only this deployment's.")
+        str | None,
+        typer.Option(
+            "--deployment", "-d", help="Only this deployment's.", autocompletion=complete_deployment
+        ),
     ] = None,
     type: Annotated[TaskType | None, typer.Option("--type", "-t", help="Only tasks of this type.")] = None,
     status: Annotated[
@@ -47,7 +55,7 @@ def list_tasks(
     before: Annotated[
         int | None, typer.Option("--before", help="Only tasks older than this id (the next page).", min=1)
     ] = None,
-    output: OutputOption = OutputFormat.TEXT,
+    output: ListOutputOption = ListFormat.TEXT,
 ) -> None:
     """List tasks, newest first."""
     with state().client() as client:
@@ -55,11 +63,14 @@ def list_tasks(
     if is_machine(output):
         emit(page, output)
         return
+    if output == ListFormat.NAME:
+        emit_names("task", [str(t.id) for t in page.items])
+        return
     console = make_console()
     if not page.items:
         console.print("No tasks.")
         return
-    console.print(tasks_table(page.items))
+    console.print(tasks_table(page.items, wide=output == ListFormat.WIDE))
     if page.next_before is not None:
         console.print(Text(f"More: add --before {page.next_before}", style="dim"), soft_wrap=True)
 
@@ -68,10 +79,11 @@ def list_tasks(
 @handle_errors
 def get(task_id: TaskArgument, output: OutputOption = OutputFormat.TEXT) -> None:
     """Show a task: type, status, who asked, origin, result, then each step with its error, notes, output
-    and the tasks it started. Exit code 1 when the task failed."""
+    and the tasks it started. Exit code 0 whenever the task could be read, failed or not (`tasks wait`
+    exits 1 for a failed task)."""
     with state().client() as client:
         task = client.tasks.get(task_id)
-    show_task(task, output)
+    show_task(task, output, fail_when_failed=False)
 
 
 @app.command()

@@ -8,8 +8,8 @@ import typer
 from rich.text import Text
 
 from styrmin._enums import Role
-from styrmin.cli._common import PLAIN_HELP, OutputOption, handle_errors, read_secret, state
-from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
+from styrmin.cli._common import PLAIN_HELP, ListOutputOption, OutputOption, handle_errors, read_secret, state
+from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.render import ROLE_LABELS, clean, user_line, users_table
 
 if TYPE_CHECKING:
@@ -35,12 +35,14 @@ def _done(verb: str, user: User, output: OutputFormat) -> None:
 
 @app.command("list")
 @handle_errors
-def list_users(output: OutputOption = OutputFormat.TEXT) -> None:
+def list_users(output: ListOutputOption = ListFormat.TEXT) -> None:
     """List the users (styrmin-actions is the built-in user of actions)."""
     with state().client() as client:
         found = client.users.list()
     if is_machine(output):
         emit(found, output)
+    elif output == ListFormat.NAME:
+        emit_names("user", [u.username for u in found])
     else:
         make_console().print(users_table(found))
 
