@@ -183,3 +183,44 @@ def test_cancelling_a_running_action_stops_it_and_leaves_the_cluster_as_it_is(
     # What the install did stays: the cluster is left as it was.
     assert stack.kube.get(Deployment, f"{name}-server", namespace=name).metadata is not None
     assert stack.http.get(f"/api/v1/deployments/{name}").json()["status"] == "failed"
+
+
+def test_cancelling_an_action_s_flow_run_in_prefect_cancels_its_styrmin_task(
+    stack: Stack, deployment_name: str
+) -> None:
+    name = deployment_name
+    stack.push("42.2.0", [action("slow", "setup", "post", "sleeps")])
+    response = stack.http.post(
+        "/api/v1/deployments",
+        json={"name": name, "namespace": name, "driver": "shop", "driver_version": "42.2.0"},
+    )
+    task_id = response.json()["task"]["id"]
+    flow_run = _until(
+        "the post-hook's flow run",
+        lambda: next((s["flow_run_id"] for s in _task(stack, task_id)["steps"] if s["flow_run_id"]), None),
+    )
+    # What the Prefect UI's Cancel button sends.
+    answer = httpx.post(
+        f"{stack.prefect_api_url}/flow_runs/{flow_run}/set_state",
+        json={"state": {"type": "CANCELLING", "name": "Cancelling"}, "force": True},
+    )
+    assert answer.status_code in (200, 201), answer.text
+    task = _until(
+        "the Styrmin task ending as cancelled",
+        lambda: (found := _task(stack, task_id))["status"] == "cancelled" and found["stopped_at"] and found,
+        120,
+    )
+    assert task["cancelled_by"] == f"the Prefect UI (flow run {flow_run})"
+    assert [(s["name"], s["status"]) for s in task["steps"]] == [
+        (INSTALL_STEP, "succeeded"),
+        (hook_step_name(Hook.SETUP, Mode.POST), "cancelled"),
+    ]
+    _until(
+        "the flow run ending as Cancelled",
+        lambda: (
+            httpx.get(f"{stack.prefect_api_url}/flow_runs/{flow_run}").json()["state"]["type"] == "CANCELLED"
+        ),
+        120,
+    )
+    # A cancelled task is retried like a failed one.
+    assert stack.http.post(f"/api/v1/tasks/{task_id}/retry").status_code == 202

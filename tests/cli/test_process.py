@@ -76,6 +76,8 @@ def test_exit_codes(live_server: LiveServer, env: dict[str, str]) -> None:
         "--request-timeout", "1", "whoami", env={**env, "STYRMIN_URL": "http://127.0.0.1:9"}
     )
     assert unreachable.returncode == 2 and "cannot be reached" in unreachable.stderr
+    # A person at a terminal hears what it waits for, and for 15 s rather than the SDK's 90 s.
+    assert "Waiting up to 15 s for Styrmin at http://127.0.0.1:9" in unreachable.stderr
     assert styrminctl("whoami", env={k: v for k, v in env.items() if k != "STYRMIN_URL"}).returncode == 2
     assert "Traceback" not in unreachable.stderr
 

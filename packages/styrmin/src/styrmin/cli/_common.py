@@ -14,6 +14,7 @@ import typer
 from rich.text import Text
 
 from styrmin._environment import TOKEN_ENV, URL_ENV
+from styrmin._http import RETRY_SECONDS_ENV
 from styrmin.cli.config import Config, ConfigFileError, Context, load, same_server
 from styrmin.cli.output import ListFormat, OutputFormat, dump, is_machine, make_console
 from styrmin.errors import (
@@ -124,11 +125,17 @@ class State:
         from styrmin import Client
 
         server, token, _ = self.target()
+        retry_seconds = None if os.environ.get(RETRY_SECONDS_ENV, "").strip() else CLI_RETRY_SECONDS
         try:
-            return Client(server, token or "", timeout=self.request_timeout)
+            return Client(server, token or "", timeout=self.request_timeout, retry_seconds=retry_seconds)
         except ConfigurationError as error:
             raise UsageProblem(error.message) from None
 
+
+CLI_RETRY_SECONDS = 15.0
+"""How long styrminctl's reads and idempotent writes wait for a server that is away, unless
+STYRMIN_RETRY_SECONDS says otherwise: the SDK's 90 s suit a script riding through a restart, but a
+person at a terminal with a mistyped URL should hear of it soon."""
 
 _current = State()
 
