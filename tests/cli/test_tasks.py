@@ -288,12 +288,16 @@ def test_cancel_a_pending_task_and_a_running_one_waiting_until_its_work_stopped(
     pending = _latest_task(ctl, name)
     shown = ctl("tasks", "get", str(pending))
     assert "Waiting:" in shown.stdout and "No agent of cluster" in shown.stdout
-    cancelled = ctl("tasks", "cancel", str(pending))
+    # It asks first; with no terminal to ask on and no --yes, it refuses and changes nothing.
+    unasked = ctl("tasks", "cancel", str(pending))
+    assert unasked.exit_code == 2 and "Add --yes" in unasked.stderr
+    assert json.loads(ctl("tasks", "get", str(pending), "-o", "json").stdout)["status"] == "pending"
+    cancelled = ctl("tasks", "cancel", str(pending), "--yes")
     assert cancelled.exit_code == 0, cancelled.output
     assert f"Cancelled task {pending} (create of {name})." in cancelled.stdout
     listed = ctl("tasks", "list", "-d", name)
     assert "cancelled" in listed.stdout
-    again = ctl("tasks", "cancel", str(pending))
+    again = ctl("tasks", "cancel", str(pending), "--yes")
     assert again.exit_code == 1 and f"Task {pending} already ended as cancelled" in again.stderr
     assert ctl("tasks", "get", str(pending)).exit_code == 0  # read: 0, as for a failed task
     assert ctl("tasks", "wait", str(pending)).exit_code == 1  # like a failed task
@@ -312,7 +316,7 @@ def test_cancel_a_pending_task_and_a_running_one_waiting_until_its_work_stopped(
             session.execute(update(TaskRow).where(TaskRow.id == retried).values(stopped_at=utcnow()))
 
     stopping = in_background(agent_stops_it)
-    waited = ctl("tasks", "cancel", str(retried), "--wait", "--timeout", "60")
+    waited = ctl("tasks", "cancel", str(retried), "--wait", "--timeout", "60", "--yes")
     stopping.join()
     assert waited.exit_code == 0, waited.output
     assert_in_order(

@@ -15,8 +15,10 @@ from styrmin.cli._common import (
     OutputOption,
     WaitOption,
     WaitTimeoutOption,
+    YesOption,
     complete_deployment,
     complete_task,
+    confirm,
     fail,
     handle_errors,
     poll_interval,
@@ -124,10 +126,12 @@ def cancel(
     ] = False,
     timeout: WaitTimeoutOption = None,
     output: OutputOption = OutputFormat.TEXT,
+    yes: YesOption = False,
 ) -> None:
     """Cancel a pending or running task. A pending task leaves the queue; a running one ends at once as
     cancelled, its running action is stopped, and so are the tasks its actions started. The cluster is
-    left as it is: a change cancelled half done may need a retry or a restore."""
+    left as it is: a change cancelled half done may need a retry or a restore (asks first unless --yes)."""
+    confirm(f"cancel task {task_id}", yes)
     with state().client() as client:
         task = client.tasks.cancel(task_id)
         if wait:
