@@ -58,6 +58,21 @@ def _task(stack: Stack, task_id: int) -> dict[str, Any]:
     return task
 
 
+def _create_with_a_sleeping_post_hook(stack: Stack, name: str, version: str) -> tuple[int, str]:
+    """Request a create whose setup post-hook sleeps; its task id and the hook's flow run, once running."""
+    stack.push(version, [action("slow", "setup", "post", "sleeps")])
+    response = stack.http.post(
+        "/api/v1/deployments",
+        json={"name": name, "namespace": name, "driver": "shop", "driver_version": version},
+    )
+    task_id: int = response.json()["task"]["id"]
+    flow_run: str = _until(
+        "the post-hook's flow run",
+        lambda: next((s["flow_run_id"] for s in _task(stack, task_id)["steps"] if s["flow_run_id"]), None),
+    )
+    return task_id, flow_run
+
+
 def _running_job(stack: Stack, name: str) -> str | None:
     for job in stack.kube.list(Job, namespace=name, labels={DEPLOYMENT_LABEL: name}):
         if job.status is not None and job.status.active and job.metadata is not None:
@@ -152,16 +167,7 @@ def test_cancelling_a_running_action_stops_it_and_leaves_the_cluster_as_it_is(
     stack: Stack, deployment_name: str
 ) -> None:
     name = deployment_name
-    stack.push("42.1.0", [action("slow", "setup", "post", "sleeps")])
-    response = stack.http.post(
-        "/api/v1/deployments",
-        json={"name": name, "namespace": name, "driver": "shop", "driver_version": "42.1.0"},
-    )
-    task_id = response.json()["task"]["id"]
-    flow_run = _until(
-        "the post-hook's flow run",
-        lambda: next((s["flow_run_id"] for s in _task(stack, task_id)["steps"] if s["flow_run_id"]), None),
-    )
+    task_id, flow_run = _create_with_a_sleeping_post_hook(stack, name, "42.1.0")
     cancelled = stack.http.post(f"/api/v1/tasks/{task_id}/cancel")
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["status"] == "cancelled" and cancelled.json()["cancelled_by"] == "admin"
@@ -189,16 +195,7 @@ def test_cancelling_an_action_s_flow_run_in_prefect_cancels_its_styrmin_task(
     stack: Stack, deployment_name: str
 ) -> None:
     name = deployment_name
-    stack.push("42.2.0", [action("slow", "setup", "post", "sleeps")])
-    response = stack.http.post(
-        "/api/v1/deployments",
-        json={"name": name, "namespace": name, "driver": "shop", "driver_version": "42.2.0"},
-    )
-    task_id = response.json()["task"]["id"]
-    flow_run = _until(
-        "the post-hook's flow run",
-        lambda: next((s["flow_run_id"] for s in _task(stack, task_id)["steps"] if s["flow_run_id"]), None),
-    )
+    task_id, flow_run = _create_with_a_sleeping_post_hook(stack, name, "42.2.0")
     # What the Prefect UI's Cancel button sends.
     answer = httpx.post(
         f"{stack.prefect_api_url}/flow_runs/{flow_run}/set_state",
