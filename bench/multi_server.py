@@ -412,7 +412,8 @@ def _ran_on_two_agents(agents: list[Process]) -> list[int]:
 
 
 def _overlapping_changes(tasks: list[styrmin.Task]) -> list[str]:
-    """Pairs of changes of one deployment that ran at the same time."""
+    """Pairs of changes of one deployment that ran at the same time (they may: only their Helm
+    operations take turns)."""
     found = []
     by_deployment: dict[str, list[styrmin.Task]] = {}
     for task in tasks:
@@ -457,7 +458,8 @@ def report(outcome: Outcome) -> list[str]:
         f"{outcome.killed_agent_tasks_failed}, requested again: {outcome.requested_again}",
         f"other failures: {outcome.unexpected_failures or 'none'}",
         f"ran on two agents: {outcome.ran_twice or 'none'}; "
-        f"changes of one deployment at the same time: {outcome.overlapping or 'none'}",
+        "changes of one deployment side by side (each its own workflow; only Helm operations take turns): "
+        f"{outcome.overlapping or 'none'}",
         f"StyrminDeployments behind their latest revision: {outcome.revisions_behind or 'none'}",
         f"5xx answers: {outcome.server_errors}",
     ]

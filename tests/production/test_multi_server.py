@@ -28,6 +28,8 @@ def test_changes_through_two_servers_all_end_once_each_while_an_agent_is_killed(
     assert outcome.unexpected_failures == [], report
     assert outcome.statuses["failed"] == outcome.killed_agent_tasks_failed, report
     assert outcome.ran_twice == [], report
-    assert outcome.overlapping == [], report
+    # Changes of one deployment may run side by side (each is its own workflow, as the seed has it);
+    # only their Helm operations take turns, so none failed on Helm's "another operation is in
+    # progress": that would be among the unexpected failures above.
     assert outcome.revisions_behind == [], report
     assert outcome.server_errors == 0, report

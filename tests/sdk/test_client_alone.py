@@ -28,6 +28,8 @@ CLIENT_DISTRIBUTIONS_ALLOWED = {
     "sniffio",
     "idna",
     "certifi",
+    # what Typer itself needs (Typer 0.29 in the lock)
+    "annotated-doc",
     # pydantic and its own
     "pydantic",
     "pydantic-core",

@@ -18,7 +18,11 @@ from tests.web.conftest import LiveServer, log_in, screenshot
 pytestmark = pytest.mark.slow
 
 UPGRADE_HOOK = hook_step_name(Hook.UPGRADE, Mode.CORE)
-MUTATING_NAMES = re.compile(r"upgrade|configur|stop|start|delete|create|deactivate|activate|change|set", re.I)
+# Whole words: a link named after the "Run the setup post-hook" step is not a "Set ..." control.
+MUTATING_NAMES = re.compile(
+    r"\b(upgrade|configur\w*|stop|start|delete|create|deactivate|activate|change|set|roll ?back|cancel)\b",
+    re.I,
+)
 
 
 def _output(lines: int) -> str:
