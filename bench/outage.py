@@ -7,7 +7,7 @@ For each scenario it prints the outage's length, what failed (tasks, and answers
 naming the database is the expected answer meanwhile), whether a task ran twice, and the longest
 outage survived with nothing failed beside the target (60 s for PostgreSQL and for a server).
 
-Usage: uv run python bench/outage.py [--database 10,30,60 --server 60 --deployments 4]
+Usage: uv run python bench/outage.py [--database 10,30,60 --server 60 --deployments 4 --retry-seconds 90]
 
 tests/production/test_outages.py runs the same scenarios at a smaller size.
 """
@@ -44,6 +44,7 @@ from multi_server import (
 
 import styrmin
 from styrmin_backend.agent.prefect import LocalPrefectServer
+from styrmin_backend.agent.server_api import DEFAULT_RETRY_SECONDS
 from styrmin_localcluster import LocalCluster
 
 POSTGRES_BIN = Path(os.environ.get("STYRMIN_POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
@@ -314,7 +315,12 @@ def main() -> None:
     parser.add_argument("--database", default="10,30,60", help="PostgreSQL outage lengths to try, in seconds")
     parser.add_argument("--server", default="60", help="server outage lengths to try, in seconds")
     parser.add_argument("--deployments", type=int, default=4)
-    parser.add_argument("--retry-seconds", type=float, default=60)
+    parser.add_argument(
+        "--retry-seconds",
+        type=float,
+        default=DEFAULT_RETRY_SECONDS,
+        help="how long calls wait for Styrmin (STYRMIN_RETRY_SECONDS; default: the agent's and the SDK's)",
+    )
     args = parser.parse_args()
     for part, lengths in (("database", args.database), ("server", args.server)):
         survived = 0.0

@@ -173,3 +173,21 @@ def test_an_answer_that_is_not_styrmins_is_a_styrmin_error(scripted: tuple[str, 
         client.whoami()
     assert caught.value.status == 200
     assert "is not what Styrmin answers" in caught.value.message and url in caught.value.message
+
+
+def test_an_action_s_step_note_and_output_are_retried_on_503(scripted: tuple[str, type[_Scripted]]) -> None:
+    # execute_commands notes a deleted Job and keeps a failed command's output through these calls;
+    # the server records a repeated note once and replaces the output, so a database outage in the
+    # middle of a migration must not fail the action (bench/outage.py found both failing at once).
+    url, handler = scripted
+    with Client(url, "t", retry_seconds=30) as client:
+        handler.script = [503]
+        client.steps.add_note(7, "Deleted Job shop-migrate-1 of an earlier action.")
+        handler.script = [503]
+        client.steps.store_output(7, "the end\n", truncated=False)
+    assert handler.seen == [
+        "POST /api/v1/agent/steps/7/notes",
+        "POST /api/v1/agent/steps/7/notes",
+        "PUT /api/v1/agent/steps/7/output",
+        "PUT /api/v1/agent/steps/7/output",
+    ]

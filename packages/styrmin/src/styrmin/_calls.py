@@ -378,9 +378,13 @@ def revoke_agent(name: str) -> Call[Agent]:
 
 
 def add_step_note(step_id: int, note: str) -> Call[None]:
-    return Call("POST", f"/agent/steps/{_seg(step_id)}/notes", no_content, json={"note": note})
+    # Safe to send again: the server records a note once when it is already the step's last.
+    return Call(
+        "POST", f"/agent/steps/{_seg(step_id)}/notes", no_content, json={"note": note}, idempotent=True
+    )
 
 
 def store_step_output(step_id: int, tail: str, truncated: bool) -> Call[None]:
+    # Safe to send again: it replaces the step's kept output.
     body = {"output_tail": tail, "output_truncated": truncated}
-    return Call("PUT", f"/agent/steps/{_seg(step_id)}/output", no_content, json=body)
+    return Call("PUT", f"/agent/steps/{_seg(step_id)}/output", no_content, json=body, idempotent=True)
