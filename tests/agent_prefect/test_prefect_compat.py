@@ -3,8 +3,10 @@ with the patch's name when a Prefect upgrade changes what the patch relies on.""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -136,4 +138,59 @@ def test_complete_prefects_models_still_holds() -> None:
         "complete_prefects_models",
         FlowRunCreate.__pydantic_complete__ and FlowRun.__pydantic_complete__,
         "pydantic's deferred model building",
+    )
+
+
+async def _two_writers_one_read_first(database: str) -> int:
+    """Writer one reads, then writer two reads and writes, then writer one writes: as two actions
+    creating their flow runs at once do. Returns the rows written; raises what a writer raised."""
+    import contextlib
+
+    from prefect.server.database.configurations import AioSqliteConfiguration
+    from sqlalchemy import text
+
+    config = AioSqliteConfiguration(connection_url=f"sqlite+aiosqlite:///{database}")
+    engine = await config.engine()
+    async with engine.begin() as connection:
+        await connection.exec_driver_sql("CREATE TABLE flow_run (n INTEGER)")
+    one_read, two_wrote = asyncio.Event(), asyncio.Event()
+
+    async def write(n: int) -> None:
+        async with await config.session(engine) as session, config.begin_transaction(session):
+            if n == 2:
+                await one_read.wait()
+            await session.execute(text("SELECT count(*) FROM flow_run"))
+            if n == 1:
+                one_read.set()
+                # Unpatched, writer two commits meanwhile; patched, it waits for this one's commit.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(two_wrote.wait(), 1.0)
+            await session.execute(text("INSERT INTO flow_run VALUES (:n)"), {"n": n})
+        if n == 2:
+            two_wrote.set()
+
+    try:
+        await asyncio.gather(write(1), write(2))
+        async with engine.connect() as connection:
+            return int((await connection.exec_driver_sql("SELECT count(*) FROM flow_run")).scalar_one())
+    finally:
+        await engine.dispose()
+
+
+async def test_sqlite_writers_wait_their_turn_still_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prefect.server.database.configurations import AioSqliteConfiguration
+    from sqlalchemy.exc import OperationalError
+
+    with pytest.raises(OperationalError, match="database is locked"):
+        await _two_writers_one_read_first(str(tmp_path / "unpatched.db"))
+
+    monkeypatch.setattr(AioSqliteConfiguration, "begin_transaction", AioSqliteConfiguration.begin_transaction)
+    _compat.sqlite_writers_wait_their_turn()
+
+    _holds(
+        "sqlite_writers_wait_their_turn",
+        await _two_writers_one_read_first(str(tmp_path / "patched.db")) == 2,
+        "AioSqliteConfiguration.begin_transaction's BEGIN mode",
     )

@@ -44,6 +44,9 @@ def stop_when_the_owner_is_gone():
 
 
 threading.Thread(target=stop_when_the_owner_is_gone, daemon=True).start()
+from styrmin_backend.agent.prefect._compat import sqlite_writers_wait_their_turn
+
+sqlite_writers_wait_their_turn()
 sys.argv = ["prefect", *sys.argv[2:]]
 runpy.run_module("prefect", run_name="__main__", alter_sys=True)
 """
