@@ -194,3 +194,26 @@ async def test_sqlite_writers_wait_their_turn_still_holds(
         await _two_writers_one_read_first(str(tmp_path / "patched.db")) == 2,
         "AioSqliteConfiguration.begin_transaction's BEGIN mode",
     )
+
+
+def test_background_worker_polls_less_still_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import timedelta
+
+    from docket import Docket
+    from prefect.server.api import background_workers
+
+    monkeypatch.setattr(background_workers, "Worker", background_workers.Worker)
+    _compat.background_worker_polls_less()
+
+    worker = background_workers.Worker(Docket(name="canary", url="memory://canary"))
+    every = timedelta(seconds=_compat.BACKGROUND_WORKER_POLL_SECONDS)
+    _holds(
+        "background_worker_polls_less",
+        (worker.minimum_check_interval, worker.scheduling_resolution) == (every, every),
+        "docket.Worker's minimum_check_interval and scheduling_resolution",
+    )
+    _holds(
+        "background_worker_polls_less",
+        "Worker(docket" in inspect.getsource(background_workers.background_worker),
+        "background_worker making its docket.Worker by that name",
+    )

@@ -464,7 +464,7 @@ class FakePrefectHealth:
         self.reason = reason
         self.away.set()
 
-    async def check(self) -> str | None:
+    async def check(self, *, fresh_for: float = 0.0) -> str | None:
         return self.reason
 
 

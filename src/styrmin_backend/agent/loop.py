@@ -136,7 +136,7 @@ class Agent:
             warming = asyncio.create_task(self._warm_up(runner))
             reporting = asyncio.create_task(self._report_periodically(parts, stop))
             checking = asyncio.create_task(self._check_backup_locations(parts, stop))
-            watching = asyncio.create_task(prefect.watch(stop))
+            watching = asyncio.create_task(prefect.watch(stop, busy=lambda: bool(self._running)))
             while not stop.is_set():
                 await self._claim_and_start(parts, stop)
             if self._running:
@@ -180,7 +180,7 @@ class Agent:
         settings = self.settings
         assert parts.prefect is not None
         full = self._slots_taken() >= settings.concurrency
-        prefect_down = None if full else await parts.prefect.check()
+        prefect_down = None if full else await parts.prefect.check(fresh_for=settings.prefect_check_seconds)
         only_started_by_actions = full or prefect_down is not None
         wait = 0 if only_started_by_actions else settings.claim_wait_seconds
         claimed = None

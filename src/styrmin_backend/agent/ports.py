@@ -204,8 +204,9 @@ class PrefectHealth(Protocol):
     @property
     def error(self) -> str | None: ...
 
-    async def check(self) -> str | None:
-        """Check now: why the server did not answer, or None."""
+    async def check(self, *, fresh_for: float = 0.0) -> str | None:
+        """Check now: why the server did not answer, or None. ``fresh_for``: an answer that came
+        less than that many seconds ago counts, with no new request."""
         ...
 
 

@@ -87,6 +87,8 @@ class PrefectWatch:
         self._outage_seconds = outage_seconds
         self._on_back = on_back
         self._failing_since: float | None = None
+        self._answered_at: float | None = None
+        """When (monotonic) the server last answered a check."""
         self._away_since_wall: float | None = None
         self.reason: str | None = None
         """Why the Prefect server is away; None while it is up."""
@@ -106,11 +108,21 @@ class PrefectWatch:
         """The error for work the outage stops; None while the Prefect server is up."""
         return None if self.reason is None else prefect_unreachable_error(self.api_url, self.reason)
 
-    async def check(self) -> str | None:
+    async def check(self, *, fresh_for: float = 0.0) -> str | None:
         """Check the Prefect server now; returns why it did not answer, or None when it did.
 
         It counts as away (``reason``, ``away``) once it has not answered for ``outage_seconds``.
+        ``fresh_for``: an answer less than that many seconds old stands, with no request (the
+        agent checks before every claim, and a change's nested tasks are claimed one after another).
         """
+        answered = self._answered_at
+        if (
+            fresh_for > 0
+            and self._failing_since is None
+            and answered is not None
+            and time.monotonic() - answered < fresh_for
+        ):
+            return None
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=HEALTH_TIMEOUT_SECONDS)
         reason = await prefect_down_reason(
@@ -128,6 +140,7 @@ class PrefectWatch:
                     except Exception as error:  # recovery is best effort; the agent serves anyway
                         log.warning("Could not tidy up after the Prefect outage: %s", error)
             self._failing_since = None
+            self._answered_at = now
             return None
         if self._failing_since is None:
             self._failing_since = now
@@ -143,11 +156,14 @@ class PrefectWatch:
             self.reason = reason
         return reason
 
-    async def watch(self, stop: asyncio.Event) -> None:
-        """Check every ``check_seconds`` until ``stop`` is set."""
+    async def watch(self, stop: asyncio.Event, busy: Callable[[], bool] = lambda: True) -> None:
+        """Check every ``check_seconds`` until ``stop`` is set, while ``busy()`` (actions run: an
+        outage must stop them) or while the server is failing; an idle agent's checks before each
+        claim are enough, and cost an idle stack nothing more."""
         while not stop.is_set():
             try:
-                await self.check()
+                if busy() or self._failing_since is not None:
+                    await self.check(fresh_for=self._check_seconds)
             except Exception as error:  # the watch must never stop the agent
                 log.warning("Could not check the Prefect server at %s: %s", self.api_url, error)
             with contextlib.suppress(TimeoutError):

@@ -44,9 +44,9 @@ def stop_when_the_owner_is_gone():
 
 
 threading.Thread(target=stop_when_the_owner_is_gone, daemon=True).start()
-from styrmin_backend.agent.prefect._compat import sqlite_writers_wait_their_turn
+from styrmin_backend.agent.prefect._compat import prepare_the_local_server
 
-sqlite_writers_wait_their_turn()
+prepare_the_local_server()
 sys.argv = ["prefect", *sys.argv[2:]]
 runpy.run_module("prefect", run_name="__main__", alter_sys=True)
 """
@@ -143,6 +143,10 @@ class LocalPrefectServer:
             "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
             "PREFECT_SERVER_SERVICES_LATE_RUNS_ENABLED": "false",
             "PREFECT_SERVER_SERVICES_PAUSE_EXPIRATIONS_ENABLED": "false",
+            # Nor automations, concurrency leases or Prefect workers' cleanup messages.
+            "PREFECT_SERVER_SERVICES_TRIGGERS_ENABLED": "false",
+            "PREFECT_SERVER_SERVICES_REPOSSESSOR_ENABLED": "false",
+            "PREFECT_SERVER_SERVICES_CLEANUP_RECONCILER_ENABLED": "false",
             # Fewer malloc arenas for its threads: less memory held, for the same work.
             "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
         }
