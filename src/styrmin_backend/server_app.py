@@ -21,6 +21,7 @@ from styrmin_backend.services import backup_schedules
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.claim_wakeups import ClaimWakeups
 from styrmin_backend.store.db import make_session_factory, transaction
+from styrmin_backend.store.wakeups import LOCATION_CHECK
 from styrmin_backend.web import install_web
 
 
@@ -51,6 +52,8 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.stopping = threading.Event()
     # The agents' waiting claims of this process, woken by PostgreSQL's NOTIFY of a new task.
     app.state.claim_wakeups = ClaimWakeups(engine)
+    # The agents' waiting asks for a backup location to check, woken by the commit that sets one.
+    app.state.location_waiters = LOCATION_CHECK.waiters()
     # Read at each log request: `styrmin up` sets the Prefect URL once its Prefect has started.
     app.state.flow_run_logs = lambda: PrefectLogReader(app.state.settings.effective_prefect_api_url)
     install_api(app)

@@ -3,6 +3,8 @@ everyone, used by new backups once ready; never any credential, only the Secret'
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from styrmin_backend.domain.roles import Role
@@ -145,3 +147,44 @@ def test_a_location_that_is_not_valid_is_refused_naming_the_field(stack: Stack) 
         assert response.status_code == 422, (body, response.text)
         assert field in response.text, (body, response.text)
     assert stack.client.get(URL, headers=_admin(stack)).json()["latest"] is None
+
+
+def test_an_agent_waiting_for_a_location_to_check_gets_it_as_soon_as_it_is_set(stack: Stack) -> None:
+    agent = _agent(stack)
+    waiters = stack.client.app.state.location_waiters  # type: ignore[attr-defined]
+    answers: list[Any] = []
+    asking = threading.Thread(
+        target=lambda: answers.append(
+            stack.client.get(
+                "/api/v1/agent/backup-location-checks", params={"wait_seconds": 30}, headers=agent
+            )
+        )
+    )
+    asking.start()
+    deadline = time.monotonic() + 60
+    while waiters.waiting("local") == 0 and asking.is_alive():
+        assert time.monotonic() < deadline, "the agent's ask never waited"
+        time.sleep(0.01)
+
+    proposed = _set(stack, S3)
+    asking.join(90)
+
+    # Not woken, the ask would answer 204 once its 30 s were over.
+    assert answers and answers[0].status_code == 200, answers and answers[0].text
+    assert answers[0].json()["id"] == proposed["id"]
+
+
+def test_a_waiting_ask_for_a_location_check_bounds_its_wait(stack: Stack) -> None:
+    agent = _agent(stack)
+    too_long = stack.client.get(
+        "/api/v1/agent/backup-location-checks", params={"wait_seconds": 31}, headers=agent
+    )
+    assert too_long.status_code == 422 and "wait_seconds" in too_long.text
+    assert (
+        stack.client.get(
+            "/api/v1/agent/backup-location-checks", params={"wait_seconds": 0.05}, headers=agent
+        ).status_code
+        == 204
+    )
+    unauthenticated = stack.client.get("/api/v1/agent/backup-location-checks", params={"wait_seconds": 1})
+    assert unauthenticated.status_code == 401

@@ -70,8 +70,11 @@ async def _crash_orphaned_runs(runner: ActionRunner, previous: str) -> None:
 CANCEL_CHECK_SECONDS = 5.0
 """The longest between two lease renewals of a running task: a cancel stops it this soon at most."""
 
-LOCATION_CHECK_SECONDS = 2.0
-"""How often the agent asks whether a backup location of its cluster waits for its check."""
+LOCATION_WAIT_SECONDS = 25.0
+"""How long one ask for a backup location to check waits on the server (a long poll): a location
+set is checked at once, and an idle agent asks a few times a minute."""
+LOCATION_RETRY_SECONDS = 2.0
+"""The pause after an ask that failed (the server may be restarting)."""
 
 
 class Agent:
@@ -296,16 +299,25 @@ class Agent:
         """Check each backup location an administrator sets for this cluster, and report how it went."""
         while not stop.is_set():
             try:
-                pending = await parts.api.next_location_check()
+                asking = asyncio.ensure_future(parts.api.next_location_check(LOCATION_WAIT_SECONDS))
+                stopping = asyncio.ensure_future(stop.wait())
+                await asyncio.wait({asking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                stopping.cancel()
+                if not asking.done():  # stopped while waiting
+                    asking.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asking
+                    return
+                pending = asking.result()
                 if pending is not None:
                     location_id, location = pending
                     error = await check_location(location, parts.ports.backup_storage)
                     await parts.api.record_location_check(location_id, error)
-                    continue
+                continue
             except Exception as error:  # checking must never stop the agent
                 log.warning("Could not check a backup location: %s", describe_error(error))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), LOCATION_CHECK_SECONDS)
+                await asyncio.wait_for(stop.wait(), LOCATION_RETRY_SECONDS)
 
     async def _renew(self, api: ServerApi, task_id: int) -> None:
         """Renew the task's lease every third of it (at most ``CANCEL_CHECK_SECONDS`` apart); after a

@@ -269,9 +269,15 @@ class ServerApi:
         body = {"components": [c.model_dump(mode="json") for c in components]}
         await self._call_retrying("PUT", f"/deployments/{deployment}/components", json=body)
 
-    async def next_location_check(self) -> tuple[int, dict[str, Any]] | None:
-        """The next backup location of the agent's cluster to check: its id and location, or None."""
-        response = await self._call("GET", "/backup-location-checks", timeout=30)
+    async def next_location_check(self, wait_seconds: float = 0) -> tuple[int, dict[str, Any]] | None:
+        """The next backup location of the agent's cluster to check: its id and location, or None
+        once none came within ``wait_seconds`` (a long poll)."""
+        response = await self._call(
+            "GET",
+            "/backup-location-checks",
+            params={"wait_seconds": wait_seconds},
+            timeout=wait_seconds + 30,
+        )
         if response.status_code == 204:
             return None
         body = response.json()

@@ -4,9 +4,10 @@ Inserting a pending task sends ``NOTIFY styrmin_task_claimable, '<cluster>'`` in
 (``store.wakeups``, channel ``TASK_CLAIMABLE``, which also wakes this process's claims at the commit),
 so PostgreSQL delivers it once the task is committed, to every server on the database. Each server
 process holds one connection that LISTENs (started by the first waiting claim) and wakes the claims
-of that cluster waiting in the process. On SQLite, and while that connection is down, a waiting
-claim looks again every :data:`POLL_SECONDS` instead; a commit in the same process that made a task
-claimable wakes it at once all the same (one process serves ``styrmin up``).
+of that cluster waiting in the process. While that connection is down, a waiting claim looks again
+every :data:`POLL_SECONDS` instead. On SQLite a claim waits for a commit of its own process (one
+process serves ``styrmin up`` and owns its database file), which wakes it at once, and looks again
+only when its wait is over.
 
 A task becomes claimable when it is inserted (a change, or a change an action asked for), and a
 change when the change of its deployment before it ends (one change of a deployment runs at a
@@ -25,10 +26,10 @@ from sqlalchemy import Engine
 from styrmin_backend.store.wakeups import ANY, CLAIMABLE_CHANNEL, TASK_CLAIMABLE, Mark
 
 POLL_SECONDS = 1.0
-"""How often a waiting claim looks again where no notification can wake it. On SQLite a task is
-made claimable by a commit of this same process, which wakes the claim at once; the look again only
-catches what another process wrote. Every 50 ms it was most of the idle `styrmin up`'s CPU (each look
-authenticates the agent and queries the tasks: ~8% of a core, seen with py-spy)."""
+"""How often a waiting claim looks again on PostgreSQL while no notification can wake it. Every
+50 ms it was most of the idle `styrmin up`'s CPU (each look authenticates the agent and queries the
+tasks: ~8% of a core, seen with py-spy); on SQLite, every second still cost a few tenths of a percent,
+for writes no other process makes."""
 _RECONNECT_SECONDS = (0.5, 1.0, 2.0, 5.0)
 
 log = logging.getLogger("styrmin.claims")
@@ -48,6 +49,12 @@ class ClaimWakeups:
         self._closed = threading.Event()
 
     @property
+    def shared_database(self) -> bool:
+        """Whether other server processes may write to this database (PostgreSQL), so a wait for a
+        change must look again now and then; on SQLite this process's own commits wake every wait."""
+        return self._notifies
+
+    @property
     def listening(self) -> bool:
         """Whether notifications wake claims now (else they poll)."""
         return self._listening
@@ -65,7 +72,7 @@ class ClaimWakeups:
         """Return once a task of ``cluster`` may have become claimable since ``mark``, or after ``timeout``."""
         if timeout <= 0:
             return
-        if not self._listening:  # look again soon, unless a commit in this process wakes it first
+        if self._notifies and not self._listening:  # look again soon, unless a commit here wakes it
             timeout = min(POLL_SECONDS, timeout)
         await self._waiters.wait(cluster, mark, timeout)
 

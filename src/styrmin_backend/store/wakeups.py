@@ -1,7 +1,10 @@
-"""Waking this process's waiting requests once a commit changed a task: one mechanism, two channels.
+"""Waking this process's waiting requests once a commit changed a task or a backup location: one
+mechanism, three channels.
 
 - :data:`TASK_ENDED`: a task ended (succeeded or failed). A read of one task with ``wait_until_end``
   looks at the task every so often and returns at once when it is woken.
+- :data:`LOCATION_CHECK`: a backup location of a cluster waits for its agent's check; the agent's
+  waiting ask for the next check is woken.
 - :data:`TASK_CLAIMABLE`: a task of a cluster may be claimed now (a pending task was inserted, or a
   change ended, which lets the next change of its deployment start). An agent's waiting claim is
   woken. The same transaction also sends ``NOTIFY`` :data:`CLAIMABLE_CHANNEL` on PostgreSQL, which
@@ -25,7 +28,7 @@ from sqlalchemy import Connection, event, func, inspect, select
 from sqlalchemy.orm import Mapper, Session, object_session
 
 from styrmin_backend.domain.tasks import TaskStatus
-from styrmin_backend.store.models import TaskRow
+from styrmin_backend.store.models import BackupLocationRow, TaskRow
 
 ANY = ""
 """The key of a wake-up for every waiter of a channel (whatever cluster it waits for)."""
@@ -105,9 +108,9 @@ class Channel:
         self._all.add(waiters)
         return waiters
 
-    def note(self, task: TaskRow, key: str) -> None:
-        """Wake the waiters of ``key`` once the session that changed ``task`` commits."""
-        session = object_session(task)
+    def note(self, row: object, key: str) -> None:
+        """Wake the waiters of ``key`` once the session that changed ``row`` commits."""
+        session = object_session(row)
         if session is not None:
             session.info.setdefault(self._session_key, set()).add(key)
 
@@ -124,7 +127,14 @@ TASK_ENDED = Channel("task_ended")
 """A task ended (key :data:`ANY`)."""
 TASK_CLAIMABLE = Channel("task_claimable")
 """A task of a cluster may be claimed (key: the cluster)."""
-_CHANNELS = (TASK_ENDED, TASK_CLAIMABLE)
+LOCATION_CHECK = Channel("location_check")
+"""A backup location of a cluster waits for its check (key: the cluster)."""
+_CHANNELS = (TASK_ENDED, TASK_CLAIMABLE, LOCATION_CHECK)
+
+
+@event.listens_for(BackupLocationRow, "after_insert")
+def _location_inserted(_mapper: Mapper[Any], _connection: Connection, location: BackupLocationRow) -> None:
+    LOCATION_CHECK.note(location, location.cluster)
 
 
 @event.listens_for(TaskRow, "after_insert")

@@ -10,7 +10,7 @@ import time
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import Depends, Path, Request, Response
+from fastapi import Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
@@ -275,17 +275,58 @@ class LocationCheckRequest(Strict):
     error: str | None = Field(default=None, max_length=4000, description="What failed; null when it passed.")
 
 
+MAX_LOCATION_WAIT_SECONDS = 30.0
+"""The longest an agent's ask for the next backup location check waits for one."""
+
+
 @router.get(
     "/backup-location-checks",
     response_model=LocationCheckOut,
     responses={204: {"description": "No location waits for a check."}},
 )
-def next_location_check(db: Db, agent: Agent) -> LocationCheckOut | Response:
-    """The oldest backup location of the agent's cluster waiting for its check."""
-    row = backup_locations.next_location_check(db, agent.cluster)
-    if row is None:
-        return Response(status_code=204)
-    return LocationCheckOut(id=row.id, location=row.location)
+async def next_location_check(
+    request: Request,
+    wait_seconds: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=MAX_LOCATION_WAIT_SECONDS,
+            description="Answer once a location waits for its check, or after this many seconds (a long poll).",
+        ),
+    ] = 0,
+) -> LocationCheckOut | Response:
+    """The oldest backup location of the agent's cluster waiting for its check.
+
+    With ``wait_seconds``, the answer waits up to that long for one (a long poll): a location an
+    administrator sets is checked at once, and an idle agent asks a few times a minute.
+    """
+    key = bearer_token(request) or ""
+
+    def attempt() -> tuple[LocationCheckOut | None, str]:
+        with short_transaction(request) as db:
+            if not key.startswith(agents.AGENT_KEY_PREFIX):
+                raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
+            agent = agents.authenticate_agent(db, key)
+            row = backup_locations.next_location_check(db, agent.cluster)
+            found = None if row is None else LocationCheckOut(id=row.id, location=row.location)
+            return found, agent.cluster
+
+    # Another server process's commit wakes no one here: on a shared database, look again each second.
+    poll = 1.0 if request.app.state.claim_wakeups.shared_database else MAX_LOCATION_WAIT_SECONDS
+    deadline = time.monotonic() + wait_seconds
+    stopping = request.app.state.stopping
+    waiters = request.app.state.location_waiters  # store.wakeups.Waiters, made by server_app
+    while True:
+        mark = waiters.mark()
+        found, cluster = await run_in_threadpool(attempt)
+        if found is not None:
+            return found
+        left = deadline - time.monotonic()
+        if left <= 0 or stopping.is_set() or await request.is_disconnected():
+            return Response(status_code=204)
+        await waiters.wait(cluster, mark, min(poll, left))
+        if time.monotonic() >= deadline:  # not woken: the next ask looks again
+            return Response(status_code=204)
 
 
 @router.post("/backup-location-checks/{location_id}", status_code=204)

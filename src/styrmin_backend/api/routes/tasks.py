@@ -21,8 +21,12 @@ from styrmin_backend.services.tasks import MAX_PAGE_SIZE
 MAX_WAIT_UNTIL_END_SECONDS = 60.0
 """The longest a read of one task waits for it to end."""
 _END_POLL_SECONDS = 0.05
-"""How often a waiting read looks at the task's status (one row, by its key), unless a task's end in
-this process wakes it first."""
+"""How often a waiting read looks at the task's status (one row, by its key) on a database that other
+server processes share, unless a task's end in this process wakes it first."""
+_END_POLL_SECONDS_ALONE = 1.0
+"""The same on SQLite, where every task's end is a commit of this process and wakes the read at once:
+a look now and then only guards against a missed wake-up. (At 50 ms, the primitives' waits for the
+tasks they start were 7% of the server's CPU in an upgrade.)"""
 
 router = api_router(tags=["tasks"])
 
@@ -106,14 +110,17 @@ async def _until_ended(request: Request, task_id: int, seconds: float) -> None:
         with short_transaction(request) as session:
             return tasks.task_is_waiting(session, task_id)
 
+    shared = request.app.state.claim_wakeups.shared_database
+    poll = _END_POLL_SECONDS if shared else _END_POLL_SECONDS_ALONE
     deadline = time.monotonic() + seconds
     while True:
         mark = tasks.task_end_mark()
         if not await run_in_threadpool(waiting):
             return
-        if time.monotonic() >= deadline or await request.is_disconnected():
+        left = deadline - time.monotonic()
+        if left <= 0 or await request.is_disconnected():
             return
-        await tasks.wait_for_task_end(mark, _END_POLL_SECONDS)
+        await tasks.wait_for_task_end(mark, min(poll, left))
 
 
 @router.post("/tasks/{task_id}/retry", response_model=ChangeOut, status_code=202)
