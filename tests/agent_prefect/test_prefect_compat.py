@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -217,3 +219,48 @@ def test_background_worker_polls_less_still_holds(monkeypatch: pytest.MonkeyPatc
         "Worker(docket" in inspect.getsource(background_workers.background_worker),
         "background_worker making its docket.Worker by that name",
     )
+
+
+def _serving(status: int, body: bytes) -> tuple[ThreadingHTTPServer, str]:
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/api"
+
+
+def test_csrf_only_when_the_server_asks_still_holds(prefect_api_url: None) -> None:
+    from prefect.client.base import PrefectHttpxAsyncClient
+
+    _holds(
+        "csrf_only_when_the_server_asks",
+        "CSRF protection is disabled." in inspect.getsource(PrefectHttpxAsyncClient._add_csrf_headers),
+        "the client's reading of the server's 422 answer",
+    )
+    unprotected, unprotected_url = _serving(422, b'{"detail":"CSRF protection is disabled."}')
+    protected, protected_url = _serving(
+        200, b'{"token":"t","client":"c","expiration":"2999-01-01T00:00:00Z"}'
+    )
+    try:
+        contexts = _compat.client_contexts()
+        assert not _compat.csrf_only_when_the_server_asks(protected_url, *contexts)
+        assert all(context.client._client.enable_csrf_support for context in contexts)
+
+        assert _compat.csrf_only_when_the_server_asks(unprotected_url, *contexts)
+        _holds(
+            "csrf_only_when_the_server_asks",
+            not any(context.client._client.enable_csrf_support for context in contexts),
+            "the clients' _client.enable_csrf_support",
+        )
+    finally:
+        for server in (protected, unprotected):
+            server.shutdown()
+            server.server_close()

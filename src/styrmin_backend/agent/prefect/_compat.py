@@ -24,6 +24,7 @@ PATCHES: Final = (
     "complete_prefects_models",
     "sqlite_writers_wait_their_turn",
     "background_worker_polls_less",
+    "csrf_only_when_the_server_asks",
 )
 """The names of the patches below; each has a canary test of the same name."""
 
@@ -310,6 +311,37 @@ def own_client_identities(*contexts: Any) -> None:
         if http is None or not hasattr(http, "csrf_client_id"):
             raise PrefectCompatibilityError("clients_made_before_fork", "the clients' _client.csrf_client_id")
         http.csrf_client_id = uuid.uuid4()
+
+
+def csrf_only_when_the_server_asks(api_url: str, *contexts: Any) -> bool:
+    """Ask the Prefect server once, in the fork server, whether it wants CSRF tokens; when it does
+    not, the clients of ``contexts`` ask for none. Returns whether they stopped asking.
+
+    Prefect's client asks for a token before its first change request, and stops asking after the
+    server's 422 "CSRF protection is disabled.". Made before the fork, every action's process asked
+    again: a request per action, to both servers' cost. A server that wants tokens, or does not
+    answer now, leaves the clients as Prefect made them.
+    """
+    import uuid
+
+    import httpx
+
+    try:
+        answer = httpx.get(
+            f"{api_url.rstrip('/')}/csrf-token", params={"client": str(uuid.uuid4())}, timeout=5
+        )
+    except httpx.HTTPError:
+        return False
+    if answer.status_code != 422 or "CSRF protection is disabled." not in answer.text:
+        return False
+    for context in contexts:
+        http = getattr(context.client, "_client", None)
+        if http is None or not isinstance(getattr(http, "enable_csrf_support", None), bool):
+            raise PrefectCompatibilityError(
+                "csrf_only_when_the_server_asks", "the clients' _client.enable_csrf_support"
+            )
+        http.enable_csrf_support = False
+    return True
 
 
 # --- complete_prefects_models --------------------------------------------------------------------

@@ -214,6 +214,9 @@ class _Prepared:
         )
         with self.settings:
             self.sync_clients, self.async_clients = _compat.client_contexts()
+        _compat.csrf_only_when_the_server_asks(
+            str(self.settings.settings.api.url), self.sync_clients, self.async_clients
+        )
 
 
 _prepared: list[_Prepared] = []
