@@ -389,3 +389,22 @@ def test_the_deployments_list_polls_and_is_answered_only_when_it_changed(web: St
     assert row and "Succeeded" in row.group(0)
     # The same address without htmx is the whole page.
     assert "<html" in web.client.get(f"/deployments?seen={seen.group(1)}").text
+
+
+def test_the_deployments_list_shows_each_deployments_own_newest_task(web: Stack) -> None:
+    progress = Progress(web)
+    first = progress.create("first")
+    progress.finish_create(first)
+    second = progress.create("second")
+    progress.finish_create(second)
+    upgrade = progress.upgrade("first", "1.1.0")
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+
+    page = web.client.get("/deployments").text
+
+    rows = {
+        name: re.search(rf"<tr>\s*<th scope=\"row\"><a href=\"/deployments/{name}\">.*?</tr>", page, re.S)
+        for name in ("first", "second")
+    }
+    assert rows["first"] and f'href="/tasks/{upgrade}">Upgrade #{upgrade}</a>' in rows["first"].group(0)
+    assert rows["second"] and f'href="/tasks/{second}">Create #{second}</a>' in rows["second"].group(0)

@@ -156,14 +156,14 @@ def deployment_lines(session: Session) -> list[DeploymentLine]:
     lines = []
     rows = changes.list_deployments(session)
     statuses = deployment_status.statuses_of(session, rows)
+    last = tasks.last_tasks(session, [row.id for row in rows])
     for row in rows:
         spec = cache.spec(row.driver_name, row.driver_version)
-        last = tasks.list_tasks(session, deployment=row.name, limit=1).items
         lines.append(
             DeploymentLine(
                 row=row,
                 application=spec.spec.application.name if spec else row.driver_name,
-                last_task=last[0] if last else None,
+                last_task=last.get(row.id),
                 status=statuses[row.id],
             )
         )
