@@ -7,6 +7,7 @@ notes and result as the task would show them.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -529,3 +530,24 @@ async def test_the_recorded_steps_are_the_changes_plan(claimed: Claim) -> None:
     planned = (await Reconciliation(ports.ports, claimed).plan()).step_names
     assert names(await run(ports, claimed)) == planned
     assert ports.server.ends[TASK].status == "succeeded"
+
+
+# --- the periodic report ------------------------------------------------------------------------
+
+
+async def test_a_report_of_components_that_did_not_change_is_not_sent_again() -> None:
+    ports = fakes()
+    await installed(ports)
+    reconciliation = Reconciliation(ports.ports, claim("create", revision=1))
+    ports.server.reported.clear()
+
+    seen = await reconciliation.report_components()
+    again = await reconciliation.report_components(unless=seen)
+    key = (NAME, "Deployment", f"{NAME}-task-worker")
+    ports.cluster.workloads[key] = replace(ports.cluster.workloads[key], ready_replicas=0)  # its pod went
+    changed = await reconciliation.report_components(unless=again)
+
+    assert again == seen
+    assert [components for _, components in ports.server.reported] == [seen, changed]
+    worker = {c.name: c for c in changed or []}["task-worker"]
+    assert worker.ready_replicas == 0

@@ -133,11 +133,16 @@ class Reconciliation:
             await self._report(components)
             await server.end_task(self.claim.task_id, error, self._result)
 
-    async def report_components(self) -> None:
-        """Tell the server what the component workloads look like now (best effort: never fails the task)."""
+    async def report_components(
+        self, unless: list[ComponentStatus] | None = None
+    ) -> list[ComponentStatus] | None:
+        """Tell the server what the component workloads look like now, unless that is ``unless`` (what
+        was told last); returns what was seen, None when it could not be read (best effort: never
+        fails the task)."""
         components = await self._components()
-        if components is not None:
+        if components is not None and components != unless:
             await self._report(components)
+        return components
 
     async def _report(self, components: list[ComponentStatus]) -> None:
         try:

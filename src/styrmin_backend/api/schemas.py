@@ -238,7 +238,10 @@ class DeploymentOut(Answer):
     stopped_components: list[str]
     components_status: list[ComponentStatus] | None = Field(
         default=None,
-        description="The component workloads as the agent last saw them; null before it reported.",
+        description=(
+            "The component workloads as the agent last reported them (a change within its status "
+            "period, the rest every tenth); null before it reported."
+        ),
     )
     components_status_at: datetime | None = None
     status: DeploymentStatus = Field(
