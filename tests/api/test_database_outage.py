@@ -6,6 +6,7 @@ nothing listens (connections are refused, as when PostgreSQL is stopped), then b
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -86,13 +87,19 @@ def test_an_agent_claim_while_the_database_is_away_gets_503(stack: Stack) -> Non
     assert answer.status_code == 503 and "database" in answer.json()["message"]
 
 
-def test_a_page_while_the_database_is_away_says_so_with_503(stack: Stack) -> None:
+def test_a_page_while_the_database_is_away_says_so_with_503(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
     login_client(stack.client, "admin", ADMIN_PASSWORD)
-    with database_away(stack):
+    with caplog.at_level(logging.WARNING, logger="styrmin.database"), database_away(stack):
         page = stack.client.get("/deployments")
     assert page.status_code == 503
     assert page.headers["Retry-After"].isdigit()
     assert "Styrmin cannot serve now" in page.text and "database cannot be reached" in page.text
+    # The server's log says once what the database driver said, and never the statement it ran.
+    logged = [r.getMessage() for r in caplog.records if r.name == "styrmin.database"]
+    assert len(logged) == 1 and "OperationalError: " in logged[0], logged
+    assert "SELECT" not in logged[0] and "[SQL:" not in logged[0]
 
 
 def _claimed_task(stack: Stack) -> tuple[dict[str, str], int]:

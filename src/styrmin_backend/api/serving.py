@@ -9,7 +9,6 @@ import uvicorn
 from fastapi import FastAPI
 
 from styrmin_backend.settings import Settings
-from styrmin_backend.store.wakeups import ANY
 
 KEEP_ALIVE_SECONDS = 65
 """How long an idle connection stays open: longer than clients keep theirs (httpx: 5 s, load balancers:
@@ -32,7 +31,7 @@ def announce_stop(app: FastAPI) -> None:
     """The server is stopping: readiness fails from now on, and the agents' waiting claims answer at once."""
     app.state.stopping.set()
     app.state.claim_wakeups.wake_all()
-    app.state.location_waiters.wake(ANY)
+    app.state.location_waiters.wake_all()
 
 
 class _Server(uvicorn.Server):

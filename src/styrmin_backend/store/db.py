@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Iterator
@@ -16,6 +17,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.outages import DATABASE, Outage
+
+log = logging.getLogger("styrmin.database")
 
 _CONNECT_TIMEOUT_SECONDS = 10
 
@@ -135,14 +138,25 @@ def outages_of(engine: Engine) -> DatabaseOutages:
     return _outages[engine]
 
 
+def driver_message(error: BaseException) -> str:
+    """The database driver's own words for ``error`` ("database is locked", "connection refused"),
+    for the server's log: never SQLAlchemy's text, which quotes the statement and its parameters."""
+    cause = getattr(error, "orig", None) or error
+    first = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {first[0]}" if first else type(cause).__name__
+
+
 def _watch_outages(engine: Engine) -> None:
     outages = outages_of(engine)
 
     def on_error(context: ExceptionContext) -> None:
-        if context.is_disconnect or database_unavailable(
-            context.sqlalchemy_exception or context.original_exception
-        ):
-            outages.record_failure()
+        error = context.sqlalchemy_exception or context.original_exception
+        if (context.is_disconnect or database_unavailable(error)) and outages.record_failure():
+            # Once per outage: what the driver said ("database is locked", "connection refused").
+            log.warning(
+                "The database could not serve a request (%s); requests answer 503 while it cannot.",
+                driver_message(context.original_exception),
+            )
 
     event.listen(engine, "handle_error", on_error)
     event.listen(engine, "connect", lambda _connection, _record: outages.record_connected())

@@ -82,6 +82,10 @@ class Waiters:
             with self._lock:
                 self._waiting.get(key, set()).discard(waiter)
 
+    def wake_all(self) -> None:
+        """Wake every waiting request (the server is stopping)."""
+        self.wake(ANY)
+
     def wake(self, key: str) -> None:
         """Wake the requests waiting for ``key``; :data:`ANY` wakes every one."""
         with self._lock:
