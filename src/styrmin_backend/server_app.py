@@ -20,7 +20,7 @@ from styrmin_backend.secret_keys import use_settings_keys
 from styrmin_backend.services import backup_schedules
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.claim_wakeups import ClaimWakeups
-from styrmin_backend.store.db import make_session_factory, transaction
+from styrmin_backend.store.db import database_unavailable, make_session_factory, transaction
 from styrmin_backend.store.wakeups import LOCATION_CHECK
 from styrmin_backend.web import install_web
 
@@ -80,8 +80,12 @@ async def _run_schedules_periodically(app: FastAPI) -> AsyncIterator[None]:
             await asyncio.sleep(app.state.settings.schedule_seconds)
             try:
                 await run_in_threadpool(tick)
-            except Exception:  # a busy database must not stop the schedules
-                log.exception("Running the backup schedules failed; trying again later")
+            except Exception as error:  # a busy database must not stop the schedules
+                if database_unavailable(error):
+                    # The engine logs the outage once; a traceback every period would bury it.
+                    log.debug("The backup schedules wait for the database: %s", type(error).__name__)
+                else:
+                    log.exception("Running the backup schedules failed; trying again later")
 
     running = asyncio.create_task(loop(), name="backup-schedules")
     try:

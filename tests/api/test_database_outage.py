@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -15,10 +16,12 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.outages import LEASE_GRACE_AFTER_OUTAGE
+from styrmin_backend.server_app import create_app
 from styrmin_backend.services import agents
 from styrmin_backend.store.db import make_engine, make_session_factory, outages_of
 from styrmin_backend.store.models import TaskRow
@@ -189,3 +192,25 @@ def test_a_step_or_end_sent_again_is_recorded_once(stack: Stack) -> None:
     task = _task(stack, task_id)
     assert task["status"] == "succeeded"
     assert [(s["name"], s["notes"]) for s in task["steps"]] == [("Install", ["Job x deleted."])]
+
+
+def test_the_backup_schedules_wait_out_an_outage_without_a_traceback_each_period(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(stack.settings.model_copy(update={"schedule_seconds": 0.05}), stack.engine)
+    dead = make_engine(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/styrmin", wait_seconds=2)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="styrmin.schedules"), TestClient(app):
+            app.state.session_factory = make_session_factory(dead)
+            deadline = time.monotonic() + 60
+            while sum("wait for the database" in r.getMessage() for r in caplog.records) < 3:
+                assert time.monotonic() < deadline, "the schedules never ran while the database was away"
+                time.sleep(0.05)
+    finally:
+        dead.dispose()
+        outages_of(dead).clear()
+
+    schedules = [r for r in caplog.records if r.name == "styrmin.schedules"]
+    assert all(r.exc_info is None and r.levelno < logging.WARNING for r in schedules), [
+        r.getMessage() for r in schedules
+    ]
