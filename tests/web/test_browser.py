@@ -60,7 +60,7 @@ def test_create_the_example_deployment_after_fixing_a_field(new_page: Any, live_
         page.get_by_label("Driver and version").select_option("shop@1.0.0")
     page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')")
     page.get_by_label("Env vars for server").fill("LOG_LEVEL=debug")
-    page.get_by_role("button", name="Create deployment").click()
+    page.get_by_role("button", name="Review the deployment").click()
     name = page.get_by_label("Name", exact=True)
     expect(name).to_have_attribute("aria-invalid", "true")
     error = page.locator("#name-error")
@@ -69,6 +69,15 @@ def test_create_the_example_deployment_after_fixing_a_field(new_page: Any, live_
     expect(page.get_by_label("Env vars for server")).to_have_value("LOG_LEVEL=debug")
     screenshot(page, "create-error")
     name.fill("my-shop")
+    page.get_by_role("button", name="Review the deployment").click()
+    # The review shows the objects the chart makes; Change brings the form back as it was filled.
+    expect(page.get_by_role("heading", name='Create deployment "my-shop"?')).to_be_visible()
+    expect(page.locator('[data-object="Deployment/my-shop-server"]')).to_contain_text(
+        "Deployment/my-shop-server"
+    )
+    page.get_by_role("button", name="Change").click()
+    expect(page.get_by_label("Env vars for server")).to_have_value("LOG_LEVEL=debug")
+    page.get_by_role("button", name="Review the deployment").click()
     page.get_by_role("button", name="Create deployment").click()
     expect(page).to_have_url(re.compile(r"/deployments/my-shop$"))
     expect(page.get_by_role("heading", level=1)).to_contain_text("my-shop")

@@ -74,6 +74,7 @@ def test_create_the_example_then_upgrade_it_and_watch_the_steps_turn_green_live(
     with page.expect_response(re.compile(r"/new-deployment/components")):
         page.get_by_label("Driver and version").select_option("shop@1.0.0")
     page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')")
+    page.get_by_role("button", name="Review the deployment").click()
     page.get_by_role("button", name="Create deployment").click()
     expect(page).to_have_url(re.compile(r"/deployments/shop-live$"))
     page.evaluate("window.__notReloaded = true")

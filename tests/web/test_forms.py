@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from datetime import timedelta
 from typing import Any
@@ -408,3 +409,26 @@ def test_the_deployments_list_shows_each_deployments_own_newest_task(web: Stack)
     }
     assert rows["first"] and f'href="/tasks/{upgrade}">Upgrade #{upgrade}</a>' in rows["first"].group(0)
     assert rows["second"] and f'href="/tasks/{second}">Create #{second}</a>' in rows["second"].group(0)
+
+
+def test_create_asks_for_confirmation_with_a_preview_before_recording_anything(web: Stack) -> None:
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    form = {"csrf_token": csrf, "name": "fresh", "namespace": "shop", "driver": "shop@1.0.0"}
+    form |= {"env.server": "LOG_LEVEL=debug"}
+
+    review = web.client.post("/new-deployment", data=form)
+
+    assert review.status_code == 200, review.text
+    assert 'Create deployment "fresh"?' in html.unescape(review.text)
+    assert 'data-object="Deployment/fresh-server"' in review.text
+    assert 'name="confirmed" value="yes"' in review.text
+    assert _task_count(web) == 0
+    again = web.client.post("/new-deployment", data={**form, "edit": "yes"})
+    assert again.status_code == 200 and 'name="confirmed"' not in again.text
+    assert "LOG_LEVEL=debug" in again.text and 'value="fresh"' in again.text
+    assert _task_count(web) == 0
+
+    done = web.client.post("/new-deployment", data={**form, "confirmed": "yes"}, follow_redirects=False)
+
+    assert done.status_code == 303 and done.headers["location"] == "/deployments/fresh"
+    assert _task_count(web) == 1

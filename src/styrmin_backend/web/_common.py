@@ -39,6 +39,9 @@ CSRF_FIELD = "csrf_token"
 CONFIRMED_FIELD = "confirmed"
 """The hidden field a confirmation page's button posts, as "yes", with the form it asked about."""
 
+EDIT_FIELD = "edit"
+"""The field a confirmation page's second button posts, as "yes", to show its form again to change."""
+
 LOGIN_CSRF_COOKIE = "styrmin_login_csrf"
 """Before a session exists, the login form's CSRF token is a random value doubled in this cookie."""
 
@@ -53,7 +56,10 @@ templates.env.filters.update(
     yaml=_format.as_yaml,
 )
 templates.env.globals.update(
-    CSRF_FIELD=CSRF_FIELD, CONFIRMED_FIELD=CONFIRMED_FIELD, HOOK_STEP_NAMES=HOOK_STEP_NAMES
+    CSRF_FIELD=CSRF_FIELD,
+    CONFIRMED_FIELD=CONFIRMED_FIELD,
+    EDIT_FIELD=EDIT_FIELD,
+    HOOK_STEP_NAMES=HOOK_STEP_NAMES,
 )
 
 # Inline styles are allowed for the timeline bars' widths (and htmx's indicator style); scripts are not.
@@ -165,6 +171,11 @@ def text(form: FormData, name: str) -> str:
     return value.replace("\x00", "") if isinstance(value, str) else ""
 
 
+def wants_to_edit(form: FormData) -> bool:
+    """Whether ``form`` came back from its confirmation page to be changed (see :func:`confirm_page`)."""
+    return text(form, EDIT_FIELD) == "yes"
+
+
 def is_confirmed(form: FormData) -> bool:
     """Whether ``form`` was posted from its confirmation page (see :func:`confirm_page`)."""
     return text(form, CONFIRMED_FIELD) == "yes"
@@ -213,10 +224,12 @@ def confirm_page(
     section: str = "deployments",
     back: str = "Cancel",
     preview: Any = None,
+    edit: str | None = None,
 ) -> HTMLResponse:
     """The page asking to confirm a change: what it will do (with its ``preview``, a
     ``services.preview.Preview``, when there is one), a button that posts ``hidden`` again, and a
-    link (``back``) to ``cancel`` that changes nothing."""
+    link (``back``) to ``cancel`` that changes nothing. ``edit``: the label of a second button that
+    posts ``hidden`` back with :data:`EDIT_FIELD`, for the form to show them again to change."""
     return render(
         request,
         "confirm.html",
@@ -231,6 +244,7 @@ def confirm_page(
         danger=danger,
         section=section,
         preview=preview,
+        edit=edit,
     )
 
 

@@ -21,6 +21,7 @@ from styrmin_backend.web import _views
 from styrmin_backend.web._common import (
     CONFIRMED_FIELD,
     CSRF_FIELD,
+    EDIT_FIELD,
     HTMX_STOP_POLLING,
     Form,
     PolledPart,
@@ -40,6 +41,7 @@ from styrmin_backend.web._common import (
     text,
     unit,
     viewer_of,
+    wants_to_edit,
 )
 from styrmin_backend.web._forms import (
     FormErrors,
@@ -156,11 +158,19 @@ def create_components_fragment(request: Request, driver: str = "") -> HTMLRespon
 
 @router.post("/new-deployment")
 def create_deployment(request: Request, form: Form) -> Response:
-    fields = {key: value for key, value in form.items() if isinstance(value, str) and key != CSRF_FIELD}
+    """Review a new deployment (what it will record and the objects its chart makes), then create it."""
+    fields = {
+        key: value
+        for key, value in form.items()
+        if isinstance(value, str) and key not in (CSRF_FIELD, CONFIRMED_FIELD, EDIT_FIELD)
+    }
     errors = FormErrors()
+    confirmed = is_confirmed(form)
     with unit(request) as session:
         viewer = viewer_of(request, session)
         check_form(request, form, viewer, Role.READ_WRITE)
+        if wants_to_edit(form):
+            return _render_create(request, viewer, session, fields, errors)
         driver_name, _, driver_version = text(form, "driver").partition("@")
         components = next(
             (c for value, _, c in _driver_choices(session) if value == text(form, "driver")), []
@@ -172,25 +182,49 @@ def create_deployment(request: Request, form: Form) -> Response:
         if not text(form, "namespace").strip():
             errors.add("namespace", "Give the namespace to deploy into.")
         configuration = read_configuration(form, components, errors)
-        name = text(form, "name").strip()
-        if not errors:
-            try:
-                changes.create_deployment(
-                    session,
-                    by=viewer.principal,
-                    name=name,
-                    namespace=text(form, "namespace").strip(),
-                    driver_name=driver_name,
-                    driver_version=driver_version,
-                    app_version=text(form, "app_version").strip() or None,
-                    configuration=configuration,
-                )
-            except DomainError as error:
-                session.rollback()
-                place_error(error, errors, _CREATE_FIELDS)
         if errors:
             return _render_create(request, viewer, session, fields, errors, 422)
-    return see_other(f"/deployments/{name}")
+    name = text(form, "name").strip()
+    namespace = text(form, "namespace").strip()
+    app_version = text(form, "app_version").strip() or None
+
+    def record(session: Session) -> changes.Recorded:
+        return changes.create_deployment(
+            session,
+            by=viewer.principal,
+            name=name,
+            namespace=namespace,
+            driver_name=driver_name,
+            driver_version=driver_version,
+            app_version=app_version,
+            configuration=configuration,
+        )
+
+    with (unit if confirmed else dry_run)(request) as session:
+        try:
+            record(session)
+        except DomainError as error:
+            session.rollback()
+            place_error(error, errors, _CREATE_FIELDS)
+            return _render_create(request, viewer, session, fields, errors, 422)
+    if confirmed:
+        return see_other(f"/deployments/{name}")
+    shown = preview_for(request, viewer, name, lambda session: [record(session)])
+    return confirm_page(
+        request,
+        viewer,
+        preview=shown,
+        title=f'Create deployment "{name}"?',
+        lines=[
+            f"Driver: {driver_name} {driver_version}, into namespace {namespace}.",
+            "This records revision 1 and runs the driver's setup hooks around the chart's install.",
+        ],
+        action="/new-deployment",
+        hidden=fields,
+        button="Create deployment",
+        edit="Change",
+        cancel="/deployments",
+    )
 
 
 def _latest_task(history: tasks.TaskPage, prefect_url: str, session: Session) -> _views.TaskView | None:
