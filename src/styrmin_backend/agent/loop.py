@@ -297,7 +297,7 @@ class Agent:
                 await asyncio.wait_for(stop.wait(), self.settings.status_seconds)
             rounds += 1
             refresh = rounds % UNCHANGED_REPORT_ROUNDS == 0
-            busy = {str(task.get_name()) for task in self._running.values()}
+            busy = self._running_names()
             for name, claimed in list(self._known.items()):
                 if stop.is_set() or name in busy:
                     continue

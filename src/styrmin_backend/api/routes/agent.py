@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
 
 from styrmin_backend.api.deps import (
     AppSettings,
@@ -48,12 +49,16 @@ router = api_router(prefix="/agent", tags=["agent"])
 IdParam = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
-def current_agent(request: Request, db: Db) -> AgentIdentity:
-    """The agent calling, by its key."""
-    key = bearer_token(request)
+def _agent_by_key(db: Session, key: str | None) -> AgentIdentity:
+    """The agent whose key ``key`` is (an ``Authorization: Bearer`` token)."""
     if key is None or not key.startswith(agents.AGENT_KEY_PREFIX):
         raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
     return agents.authenticate_agent(db, key)
+
+
+def current_agent(request: Request, db: Db) -> AgentIdentity:
+    """The agent calling, by its key."""
+    return _agent_by_key(db, bearer_token(request))
 
 
 Agent = Annotated[AgentIdentity, Depends(current_agent, scope="function")]
@@ -89,17 +94,15 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
 
     With ``wait_seconds``, the answer waits up to that long for a task to arrive (a long poll), so
     a new change starts at once without the agent asking many times a second. On PostgreSQL the
-    wait ends when the database announces a new task of the cluster (LISTEN/NOTIFY); on SQLite it
-    looks again every few milliseconds.
+    wait ends when the database announces a new task of the cluster (LISTEN/NOTIFY); on SQLite, when
+    a commit of this server makes one claimable.
     """
     wakeups = request.app.state.claim_wakeups  # store.claim_wakeups.ClaimWakeups, made by server_app
-    key = bearer_token(request) or ""
+    key = bearer_token(request)
 
     def attempt() -> tuple[ClaimOut | None, str]:
         with short_transaction(request) as db:
-            if not key.startswith(agents.AGENT_KEY_PREFIX):
-                raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
-            agent = agents.authenticate_agent(db, key)
+            agent = _agent_by_key(db, key)
             claimed = agents.claim_next_task(
                 db,
                 agent,
@@ -300,13 +303,11 @@ async def next_location_check(
     With ``wait_seconds``, the answer waits up to that long for one (a long poll): a location an
     administrator sets is checked at once, and an idle agent asks a few times a minute.
     """
-    key = bearer_token(request) or ""
+    key = bearer_token(request)
 
     def attempt() -> tuple[LocationCheckOut | None, str]:
         with short_transaction(request) as db:
-            if not key.startswith(agents.AGENT_KEY_PREFIX):
-                raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
-            agent = agents.authenticate_agent(db, key)
+            agent = _agent_by_key(db, key)
             row = backup_locations.next_location_check(db, agent.cluster)
             found = None if row is None else LocationCheckOut(id=row.id, location=row.location)
             return found, agent.cluster
