@@ -73,3 +73,27 @@ def test_flows_loaded_in_a_runner_process_get_the_parameter_schemas_prefect_comp
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "same schemas" in done.stdout
+
+
+WITHOUT_HELM = """
+import sys
+from pathlib import Path
+
+from styrmin_backend.agent.prefect._process import _warm_up
+from styrmin_backend.drivers.loading import load_action_flow
+
+_warm_up()
+load_action_flow(Path(sys.argv[1]), "actions.py::upgrade")
+print("helm loaded" if "helm_python" in sys.modules else "no helm")
+"""
+
+
+def test_the_fork_server_does_without_helms_library(tmp_path: Path) -> None:
+    """Helm's Go library holds about 30 MB in each process that loads it; an action never calls Helm
+    (its primitives ask the agent), so the fork server and the actions' processes must not load it."""
+    (tmp_path / "actions.py").write_text(textwrap.dedent(ACTIONS))
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_HELM, str(tmp_path)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "no helm"

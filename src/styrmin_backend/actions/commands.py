@@ -43,8 +43,7 @@ from styrmin_backend.actions._tail import OutputTail
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError, CommandFailed
 from styrmin_backend.domain.secrets import SECRET_SET
-from styrmin_backend.drivers.render import env_secret_key, env_secret_name
-from styrmin_backend.drivers.workloads import component_container
+from styrmin_backend.drivers.workloads import component_container, env_secret_key, env_secret_name
 
 __all__ = [
     "ACTION_JOB_LABEL",

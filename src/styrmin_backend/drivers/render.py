@@ -35,6 +35,8 @@ from styrmin_backend.drivers.configuration import DeploymentConfiguration
 from styrmin_backend.drivers.workloads import (
     ComponentNotRendered,
     component_container,
+    env_secret_key,
+    env_secret_name,
     find_workload,
     pod_template_of,
 )
@@ -219,16 +221,6 @@ def set_component_replicas(
         }
         if component.name in stopped:
             body["replicas"] = 0
-
-
-def env_secret_name(release_name: str) -> str:
-    """The Secret that holds a deployment's secret env vars, installed and removed with its release."""
-    return f"{release_name}-styrmin-env"
-
-
-def env_secret_key(component: str, variable: str) -> str:
-    """The key of env var ``variable`` of ``component`` in the deployment's env Secret."""
-    return f"{component}.{variable}"
 
 
 def is_secret_env_var(name: str, value: str) -> bool:

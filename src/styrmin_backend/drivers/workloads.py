@@ -1,4 +1,5 @@
-"""Finding a component's workload and component container in rendered manifests or a pod template."""
+"""Finding a component's workload and component container in rendered manifests or a pod template, and
+the names of what the render adds beside them (the env Secret)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,13 @@ def component_container(pod_template: dict[str, Any], component: Component) -> d
         f'the pod template of component {component.name} has no container "{component.container}"; '
         f"its containers are: {names}."
     )
+
+
+def env_secret_name(release_name: str) -> str:
+    """The Secret that holds a deployment's secret env vars, installed and removed with its release."""
+    return f"{release_name}-styrmin-env"
+
+
+def env_secret_key(component: str, variable: str) -> str:
+    """The key of env var ``variable`` of ``component`` in the deployment's env Secret."""
+    return f"{component}.{variable}"
