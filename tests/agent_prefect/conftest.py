@@ -106,6 +106,18 @@ async def meets_the_others(context: GlobalContext, meeting: str, count: int) -> 
         await asyncio.sleep(0.05)
 
 
+@flow(retries=1, retry_delay_seconds=0)
+async def retried(context: GlobalContext, marker: str) -> None:
+    """Fails its first run and succeeds its retry, logging the run count and start each run sees."""
+    from prefect.context import FlowRunContext
+
+    flow_run = FlowRunContext.get().flow_run
+    get_run_logger().info("run %s of %s started %s", flow_run.run_count, flow_run.id, flow_run.start_time.isoformat())
+    if not Path(marker).exists():
+        Path(marker).write_text("tried")
+        raise RuntimeError("The first run fails")
+
+
 def not_a_flow(context):
     pass
 '''.replace("{token}", TOKEN).replace("{agent_key}", AGENT_KEY)

@@ -98,6 +98,26 @@ async def test_an_actions_flow_run_records_its_version_start_and_every_state(
     assert flow_run.empirical_policy.retries == 0
 
 
+async def test_a_retried_action_sees_each_runs_count_and_the_servers_start_time(
+    runner: ActionRunner, driver_dir: Path, prefect_client: Any, tmp_path: Path
+) -> None:
+    outcome = await _run(runner, driver_dir, "retried", marker=str(tmp_path / "marker"))
+
+    assert outcome.succeeded, outcome.error
+    flow_run = await _flow_run(prefect_client, outcome.flow_run_id)
+    assert flow_run.run_count == 2
+    states = await prefect_client.read_flow_run_states(uuid.UUID(outcome.flow_run_id))
+    first_running = next(state for state in states if state.type.value == "RUNNING")
+    assert flow_run.start_time == first_running.timestamp
+    runs = [
+        message
+        for message in await _log_messages(prefect_client, outcome.flow_run_id)
+        if message.startswith("run ")
+    ]
+    started = f"of {outcome.flow_run_id} started {flow_run.start_time.isoformat()}"
+    assert runs == [f"run 1 {started}", f"run 2 {started}"]
+
+
 async def test_an_action_whose_flow_was_deleted_in_prefect_runs_under_its_flow_made_again(
     runner: ActionRunner, driver_dir: Path, prefect_client: Any
 ) -> None:

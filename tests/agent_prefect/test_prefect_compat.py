@@ -74,6 +74,51 @@ def test_skip_the_engines_first_update_still_holds() -> None:
     )
 
 
+def test_skip_the_read_after_running_still_holds() -> None:
+    import prefect.server.models  # noqa: F401  (global_policy imports it, in a cycle)
+    from prefect import flow_engine
+    from prefect.client.schemas.objects import FlowRun
+    from prefect.server.orchestration import global_policy
+
+    engines = [flow_engine.FlowRunEngine, flow_engine.AsyncFlowRunEngine]
+    reads = [inspect.getsource(engine.setup_run_context) for engine in engines]
+    _holds(
+        "skip_the_read_after_running",
+        "self.flow_run = client.read_flow_run(self.flow_run.id)" in reads[0]
+        and "self.flow_run = await client.read_flow_run(self.flow_run.id)" in reads[1],
+        "the engines' read of the flow run in setup_run_context",
+    )
+    # What the patch applies for a first Running: the run count and start time (and the state,
+    # which the engine already holds). The others change nothing there, or only the state itself.
+    rules = [rule.__name__ for rule in global_policy.GlobalFlowPolicy.priority()]
+    _holds(
+        "skip_the_read_after_running",
+        rules
+        == [
+            "EnsureFlowRunStateTimestampIsUnique",
+            "SetRunStateType",
+            "SetRunStateName",
+            "SetRunStateTimestamp",
+            "SetStartTime",
+            "SetEndTime",
+            "IncrementRunTime",
+            "SetExpectedStartTime",
+            "SetNextScheduledStartTime",
+            "UpdateStateDetails",
+            "UpdateSubflowParentTask",
+            "UpdateSubflowStateDetails",
+            "IncrementFlowRunCount",
+            "RemoveResumingIndicator",
+        ],
+        "the server's rules for a flow run's state changes",
+    )
+    _holds(
+        "skip_the_read_after_running",
+        {"run_count", "start_time", "state_id", "state"} <= set(FlowRun.model_fields),
+        "FlowRun's run_count, start_time, state_id and state",
+    )
+
+
 def test_read_default_result_storage_once_still_holds() -> None:
     import prefect.results
 

@@ -16,6 +16,7 @@ from typing import Any, Final
 PATCHES: Final = (
     "flow_run_in_work_pool",
     "skip_the_engines_first_update",
+    "skip_the_read_after_running",
     "read_default_result_storage_once",
     "memoize_parameter_schemas",
     "api_log_sink",
@@ -140,6 +141,49 @@ def skip_the_engines_first_update(created: Any) -> None:
 
     PrefectClient.update_flow_run = update_unless_unchanged_async  # type: ignore[method-assign]
     SyncPrefectClient.update_flow_run = update_unless_unchanged_sync  # type: ignore[method-assign]
+
+
+# --- skip_the_read_after_running -----------------------------------------------------------------
+
+
+def skip_the_read_after_running(created: Any) -> None:
+    """Spare the engine its read of the flow run that follows the first Running state.
+
+    Once the server accepts Running, Prefect's engine reads the whole flow run back to set up the
+    run's context. For a flow run made here that read tells the engine nothing it does not hold:
+    the engine keeps ``created`` itself and has already put the accepted state on it, and the
+    server's rules for a first Running change only the run count (0 to 1), the start time (the
+    state's timestamp) and the state id. The first read of ``created`` after its first Running is
+    answered here with those applied; every other read (a retry's, another flow run's) is sent.
+    """
+    from prefect.client.orchestration import PrefectClient, SyncPrefectClient
+
+    answered: list[bool] = []
+
+    def locally(flow_run_id: Any) -> Any:
+        state = created.state
+        if answered or flow_run_id != created.id or created.run_count != 0:
+            return None
+        if state is None or not state.is_running():
+            return None
+        answered.append(True)
+        created.run_count = 1
+        created.start_time = created.start_time or state.timestamp
+        created.state_id = state.id
+        return created
+
+    read_async, read_sync = PrefectClient.read_flow_run, SyncPrefectClient.read_flow_run
+
+    async def read_unless_known_async(self: Any, flow_run_id: Any) -> Any:
+        known = locally(flow_run_id)
+        return known if known is not None else await read_async(self, flow_run_id)
+
+    def read_unless_known_sync(self: Any, flow_run_id: Any) -> Any:
+        known = locally(flow_run_id)
+        return known if known is not None else read_sync(self, flow_run_id)
+
+    PrefectClient.read_flow_run = read_unless_known_async  # type: ignore[method-assign]
+    SyncPrefectClient.read_flow_run = read_unless_known_sync  # type: ignore[method-assign]
 
 
 # --- read_default_result_storage_once ------------------------------------------------------------
