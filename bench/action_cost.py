@@ -5,7 +5,9 @@ with a driver whose only action is an empty upgrade core action, then prints, ea
 
 - 20 upgrades one after another, each running only the empty action: request to end (median, max),
   and the CPU (user + system, read from ``/proc``) of every process of the stack per action,
-  including whatever replaces what an action used up;
+  including whatever replaces what an action used up, and that CPU by part of the stack (this
+  process's server and agent, the Prefect server, the fork server with its actions' processes, the
+  local cluster, the applications it runs);
 - the idle stack: its CPU over 30 s as a share of one core, and its memory (PSS of every process);
 - ``--deployments N`` (default 0; the issue's figure is 200): N more deployments, their components
   stopped, then the idle CPU again and the p99 of the deployments page and ``GET /api/v1/deployments``;
@@ -80,9 +82,31 @@ def _tree(root: int) -> list[int]:
     return found
 
 
-def stack_cpu_seconds() -> float:
-    """CPU seconds of this process and all below it, the ended ones that were waited for included."""
-    total = 0
+def _role(pid: int) -> str:
+    """Which part of the stack a process of the tree is, by its command line."""
+    if pid == os.getpid():
+        return "server and agent"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            command = cmdline.read().decode(errors="replace")
+    except OSError:
+        return "applications"
+    if "agent.prefect._process" in command:
+        return "fork server and actions"
+    if "runpy" in command:
+        return "Prefect server"
+    if "styrmin_localcluster" in command:
+        return "local cluster"
+    return "applications"
+
+
+ROLES = ("server and agent", "Prefect server", "fork server and actions", "local cluster", "applications")
+
+
+def stack_cpu_by_role() -> dict[str, float]:
+    """CPU seconds of this process and all below it, by role, the ended ones that were waited for
+    included."""
+    ticks = dict.fromkeys(ROLES, 0)
     for pid in _tree(os.getpid()):
         try:
             with open(f"/proc/{pid}/stat") as stat:
@@ -90,8 +114,13 @@ def stack_cpu_seconds() -> float:
         except OSError:
             continue
         # utime, stime, cutime, cstime (fields 14-17 of proc(5); here shifted by the two cut off)
-        total += sum(int(value) for value in fields[11:15])
-    return total / _TICKS
+        ticks[_role(pid)] += sum(int(value) for value in fields[11:15])
+    return {role: count / _TICKS for role, count in ticks.items()}
+
+
+def stack_cpu_seconds() -> float:
+    """CPU seconds of this process and all below it, the ended ones that were waited for included."""
+    return sum(stack_cpu_by_role().values())
 
 
 def stack_pss_mb() -> tuple[float, list[tuple[float, str]]]:
@@ -163,10 +192,15 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         time.sleep(3)  # whatever the warm-up left running settles
 
         times, cpus = [], []
+        by_role: dict[str, list[float]] = {role: [] for role in ROLES}
         for index in range(args.actions):
-            before = stack_cpu_seconds()
+            before_each = stack_cpu_by_role()
+            before = sum(before_each.values())
             times.append(upgrade(stack, "empty", f"1.0.{index + 1}"))
-            cpus.append(stack_cpu_seconds() - before)
+            after_each = stack_cpu_by_role()
+            cpus.append(sum(after_each.values()) - before)
+            for role in ROLES:
+                by_role[role].append(after_each[role] - before_each[role])
         time.sleep(3)
         settled = stack_cpu_seconds()
         total_cpu = sum(cpus)
@@ -181,6 +215,10 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
             f"  CPU of the stack per action: median {median_cpu:.3f} s, mean {total_cpu / len(cpus):.3f} s, "
             f"max {max(cpus):.3f}   (target <= {CPU_PER_ACTION_TARGET} s: "
             f"{verdict(median_cpu <= CPU_PER_ACTION_TARGET)})"
+        )
+        print(
+            "    by part (mean per action): "
+            + ", ".join(f"{role} {statistics.fmean(by_role[role]):.3f} s" for role in ROLES)
         )
         print(f"  CPU in the 3 s after the last one (refills): {settled - before - cpus[-1]:.3f} s")
 
