@@ -16,6 +16,7 @@ from lightkube.resources.core_v1 import Secret
 
 from styrmin_backend.cluster import HelmReleases
 from styrmin_localcluster import LocalCluster
+from tests.support.kubectl import KUBECTL, run_kubectl
 
 pytestmark = pytest.mark.slow
 
@@ -80,3 +81,38 @@ def test_an_install_left_pending_is_removed_and_installed_again(cluster: LocalCl
 
     assert note is not None and "never deployed" in note, note
     assert _history(cluster, "pending-in", "shop") == [(1, "deployed")]
+
+
+def _stored_revisions(cluster: LocalCluster, home: Path, namespace: str, release: str) -> list[str]:
+    """The names of the Secrets in which Helm keeps the release's revisions, as kubectl lists them."""
+    listed = run_kubectl(
+        cluster.kubeconfig_path,
+        home,
+        namespace,
+        *("get", "secrets", "-l", f"owner=helm,name={release}", "-o", "jsonpath={.items[*].metadata.name}"),
+    )
+    return sorted(listed.stdout.split())
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+def test_upgrades_keep_the_last_revisions_only_as_helms_history_max_does(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    releases = HelmReleases(cluster.kubeconfig_path, max_history=3)
+    for replicas in (1, 0, 1, 0, 1, 0):
+        asyncio.run(releases.apply(CHART, {"taskWorker": {"replicas": replicas}}, "shop", "capped", TIMEOUT))
+
+    assert _history(cluster, "capped", "shop") == [(4, "superseded"), (5, "superseded"), (6, "deployed")]
+    assert _stored_revisions(cluster, tmp_path, "capped", "shop") == [
+        f"sh.helm.release.v1.shop.v{n}" for n in (4, 5, 6)
+    ]
+
+
+def test_the_default_keeps_ten_revisions_as_the_helm_cli_does(cluster: LocalCluster) -> None:
+    releases = HelmReleases(cluster.kubeconfig_path)
+    for index in range(12):
+        asyncio.run(
+            releases.apply(CHART, {"taskWorker": {"replicas": index % 2}}, "shop", "default", TIMEOUT)
+        )
+
+    assert [revision for revision, _ in _history(cluster, "default", "shop")] == list(range(3, 13))

@@ -133,7 +133,16 @@ class Agent:
             outage_seconds=settings.prefect_outage_seconds,
             on_back=after_prefect_outage,
         )
-        parts = build_parts(api, cluster, connection, runner, prefect, settings.data_dir, settings.backup_dir)
+        parts = build_parts(
+            api,
+            cluster,
+            connection,
+            runner,
+            prefect,
+            settings.data_dir,
+            settings.backup_dir,
+            settings.helm_max_history,
+        )
         try:
             await cluster.ensure_crd()
             await runner.start()

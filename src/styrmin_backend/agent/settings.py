@@ -69,6 +69,13 @@ class AgentSettings(BaseSettings):
         le=600,
         description="How long the Prefect server may not answer before the running actions are stopped.",
     )
+    helm_max_history: int = Field(
+        default=10,
+        ge=0,
+        le=10_000,
+        description="Revisions of each deployment's Helm release that an upgrade keeps (Helm's "
+        "--history-max); 0: all, each upgrade then slower than the one before.",
+    )
     runner_pool_size: int = Field(
         default=4, ge=1, le=32, description="Pre-started processes for actions (about 160 MiB each)."
     )

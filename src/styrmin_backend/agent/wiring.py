@@ -39,13 +39,14 @@ def build_parts(
     prefect: PrefectWatch,
     data_dir: Path,
     backup_dir: Path | None,
+    helm_max_history: int,
 ) -> AgentParts:
     """The agent's parts: Styrmin's API, the cluster and Helm, the action runner, the drivers it
     fetched and the backup storage, each behind its port."""
     ports = Ports(
         server=api,
         cluster=KubeCluster(cluster),
-        helm=HelmCharts(HelmReleases(connection)),
+        helm=HelmCharts(HelmReleases(connection, helm_max_history)),
         runner=runner,
         drivers=DriverCache(api, data_dir / "drivers"),
         linked=SdkLinkedChanges(),

@@ -10,14 +10,27 @@ import helm_python as helm
 
 from styrmin_backend.cluster.connection import ClusterConnection
 
+DEFAULT_MAX_HISTORY = 10
+"""Revisions of a release an upgrade keeps, as the Helm CLI's ``--history-max`` does by default.
+
+Helm reads and decodes every stored revision of a release on each upgrade (to find the last one),
+and an upgrade of a deployment is up to three Helm upgrades (stop, upgrade, start): without a cap,
+each upgrade of a deployment gets slower than the one before."""
+
 
 class HelmReleases:
-    """Install, upgrade and uninstall the release of each deployment in one cluster."""
+    """Install, upgrade and uninstall the release of each deployment in one cluster.
 
-    def __init__(self, connection: ClusterConnection | Path) -> None:
+    Args:
+        connection: the cluster's kubeconfig or service account.
+        max_history: revisions each upgrade keeps of a release (Helm's ``--history-max``); 0: all.
+    """
+
+    def __init__(self, connection: ClusterConnection | Path, max_history: int = DEFAULT_MAX_HISTORY) -> None:
         if isinstance(connection, Path):
             connection = ClusterConnection(kubeconfig=connection)
         self.connection = connection
+        self.max_history = max_history
         self._locks: dict[str, asyncio.Lock] = {}
 
     def _config(self, namespace: str) -> helm.Config:
@@ -46,7 +59,15 @@ class HelmReleases:
             # The usual case costs one call: the upgrade itself. Only when Helm refuses it (no such
             # release, or one left pending) does a status read (~20 ms) say which, and what to do.
             try:
-                config.upgrade(chart, release, values, namespace=namespace, timeout=timeout, wait="watcher")
+                config.upgrade(
+                    chart,
+                    release,
+                    values,
+                    namespace=namespace,
+                    timeout=timeout,
+                    wait="watcher",
+                    max_history=self.max_history,
+                )
                 return None
             except helm.HelmError:
                 current = self._status(config, release)
@@ -54,7 +75,15 @@ class HelmReleases:
                     raise  # it exists and was not pending: the upgrade itself failed
             recovered, exists = self._recover_pending(config, release, current, timeout)
             if exists:
-                config.upgrade(chart, release, values, namespace=namespace, timeout=timeout, wait="watcher")
+                config.upgrade(
+                    chart,
+                    release,
+                    values,
+                    namespace=namespace,
+                    timeout=timeout,
+                    wait="watcher",
+                    max_history=self.max_history,
+                )
             else:
                 config.install(
                     chart,
