@@ -6,11 +6,15 @@ In production the agent uses the Prefect server at ``PREFECT_API_URL`` instead.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
@@ -60,8 +64,19 @@ in a started Prefect server that held every request for 0.2 to 0.6 s (seen as a 
 taking that long in an upgrade's timeline)."""
 
 
+def default_template_dir() -> Path:
+    """Where the migrated empty databases of the local Prefect server are kept, one per Prefect version:
+    the user's cache folder (``XDG_CACHE_HOME``, else ``~/.cache``)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "styrmin" / "prefect-databases"
+
+
 class PrefectServerError(Exception):
     """The local Prefect server did not start; the message says why and where its log is."""
+
+
+def _prefect_version() -> str:
+    return importlib.metadata.version("prefect")
 
 
 def _free_port(host: str) -> int:
@@ -84,6 +99,8 @@ class LocalPrefectServer:
         python: the interpreter that runs the server.
         database_url: the server's database (``postgresql+asyncpg://...`` in production); default:
             SQLite in ``data_dir``.
+        template_dir: where a migrated empty SQLite database is kept per Prefect version (see
+            ``_prepare_database``); default: ``default_template_dir()``.
     """
 
     def __init__(
@@ -94,9 +111,12 @@ class LocalPrefectServer:
         host: str = "127.0.0.1",
         python: str = sys.executable,
         database_url: str | None = None,
+        template_dir: Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
-        self.database_url = database_url or f"sqlite+aiosqlite:///{self.data_dir / 'prefect.db'}"
+        self._own_sqlite = database_url is None
+        self.database_url = database_url or f"sqlite+aiosqlite:///{self.database_path}"
+        self.template_dir = template_dir or default_template_dir()
         self.host = host
         self.port = port or _free_port(host)
         self._python = python
@@ -117,6 +137,15 @@ class LocalPrefectServer:
     @property
     def log_path(self) -> Path:
         return self.data_dir / "prefect-server.log"
+
+    @property
+    def database_path(self) -> Path:
+        """The server's own SQLite database (unused when ``database_url`` names another)."""
+        return self.data_dir / "prefect.db"
+
+    @property
+    def _version_path(self) -> Path:
+        return self.data_dir / "prefect-version"
 
     def flow_run_url(self, flow_run_id: str) -> str:
         """The page of a flow run in the server's UI."""
@@ -150,11 +179,13 @@ class LocalPrefectServer:
             # Fewer malloc arenas for its threads: less memory held, for the same work.
             "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
         }
+        started = time.monotonic()
+        migrate = self._prepare_database(env, started + timeout)
+        env["PREFECT_SERVER_DATABASE_MIGRATE_ON_START"] = "true" if migrate else "false"
         command = [
             *(self._python, "-c", _STOP_WITH_OWNER, str(os.getpid())),
             *("server", "start", "--host", self.host, "--port", str(self.port)),
         ]
-        started = time.monotonic()
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
@@ -166,6 +197,65 @@ class LocalPrefectServer:
             raise
         self.start_seconds = time.monotonic() - started
         self._process.send_signal(signal.SIGUSR1)  # see _STOP_WITH_OWNER
+        if migrate and self._own_sqlite:
+            self._version_path.write_text(_prefect_version())  # its migrations ran: at this version's head
+
+    def _prepare_database(self, env: dict[str, str], deadline: float) -> bool:
+        """Give the server's own SQLite database this Prefect version's schema; whether the server must
+        still migrate it when it starts.
+
+        A new database is a copy of a migrated empty one, made once per Prefect version in
+        ``template_dir`` by ``prefect server database upgrade`` in a process of its own. Migrating in
+        the server's process instead costs each new data folder about 7 s of CPU and leaves the
+        migration code (Alembic and Prefect's scripts, about 35 MB) in the server's memory for good. A
+        database that the server migrated, or that was copied, at this Prefect version is noted in
+        ``prefect-version`` and is not migrated again; one of another version is (on start, by Prefect).
+        Another database (``database_url``), or a template that cannot be made, is migrated on start.
+        """
+        if not self._own_sqlite:
+            return True
+        version = _prefect_version()
+        if self.database_path.exists():
+            noted = self._version_path.read_text().strip() if self._version_path.exists() else None
+            return noted != version
+        template = self.template_dir / f"prefect-{version}.db"
+        try:
+            if not template.exists():
+                self._make_template(template, env, deadline)
+            copy = self.database_path.with_suffix(".db.copying")
+            shutil.copyfile(template, copy)
+            copy.replace(self.database_path)
+        except (OSError, subprocess.SubprocessError, sqlite3.Error) as error:
+            with self.log_path.open("a") as log:
+                log.write(f"Styrmin: no migrated database to copy ({error}); the server migrates its own.\n")
+            return True
+        self._version_path.write_text(version)
+        return False
+
+    def _make_template(self, template: Path, env: dict[str, str], deadline: float) -> None:
+        """Migrate an empty database into ``template`` (written whole, or not at all)."""
+        template.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=template.parent, prefix=".making-") as home:
+            database = Path(home) / "prefect.db"
+            with self.log_path.open("ab") as log:
+                subprocess.run(
+                    [self._python, "-m", "prefect", "server", "database", "upgrade", "--yes"],
+                    env={
+                        **env,
+                        "PREFECT_HOME": home,
+                        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{database}",
+                    },
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=max(1.0, deadline - time.monotonic()),
+                    check=True,
+                )
+            # Fold the write-ahead log into the file, so that the file alone is the whole database.
+            with contextlib.closing(sqlite3.connect(database)) as connection:
+                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                connection.execute("PRAGMA journal_mode=DELETE")
+            database.replace(template)
 
     def _wait_healthy(self, deadline: float) -> None:
         assert self._process is not None
