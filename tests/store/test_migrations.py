@@ -49,6 +49,40 @@ def test_migrations_create_every_table_and_the_actions_user(empty_database_url: 
     engine.dispose()
 
 
+def test_head_revision_names_the_newest_migration() -> None:
+    from alembic.script import ScriptDirectory
+
+    from styrmin_backend.store.migrate import HEAD_REVISION, _config
+
+    head = ScriptDirectory.from_config(_config()).get_current_head()
+    assert head == HEAD_REVISION, (
+        f"store/migrate.py's HEAD_REVISION is {HEAD_REVISION!r} but the newest migration is {head!r}: "
+        "set HEAD_REVISION to it"
+    )
+
+
+def test_a_current_database_is_served_without_loading_alembic(tmp_path: Path) -> None:
+    """A server whose database is current never imports Alembic (nor Mako and Pygments with it)."""
+    import subprocess
+    import sys
+
+    database = f"sqlite:///{tmp_path / 'current.db'}"
+    engine = make_engine(database)
+    upgrade_database(engine)
+    engine.dispose()
+    check = (
+        "import sys\n"
+        "from styrmin_backend.store.db import make_engine\n"
+        "from styrmin_backend.store.migrate import database_is_current, upgrade_database\n"
+        f"engine = make_engine({database!r})\n"
+        "upgrade_database(engine)\n"
+        "print(database_is_current(engine), 'alembic' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True", "False"]
+
+
 def test_models_match_the_migrations(empty_database_url: str) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
