@@ -1,0 +1,133 @@
+"""Benchmark: `styrmin up` itself at rest, on its first start and after a restart on the same data dir.
+
+Runs ``python -m styrmin_backend.cli up`` as a user would (its own process tree, a temporary data
+dir, no deployment), waits until it answers and its agent's fork server runs, lets it settle, then
+prints for each start, beside the issue's targets (issue 23): the memory of its whole process tree
+(PSS of every process, and each process's share) and its CPU over an idle window as a share of one
+core. A first start differs from a restart: it makes the databases, which loads migration code into
+the processes that migrate.
+
+    uv run python bench/up_idle.py [--idle-seconds 30] [--settle-seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from action_cost import IDLE_CPU_TARGET, IDLE_PSS_TARGET_MB, _tree, verdict
+
+START_SECONDS = 300
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return " ".join(cmdline.read().replace(b"\0", b" ").decode(errors="replace").split())
+    except OSError:
+        return ""
+
+
+def _pss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            return next(int(line.split()[1]) for line in rollup if line.startswith("Pss:")) / 1024
+    except (OSError, StopIteration):
+        return 0.0
+
+
+def _cpu_seconds(root: int) -> float:
+    total = 0
+    for pid in _tree(root):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(value) for value in fields[11:15])
+    return total / _TICKS
+
+
+def measure(data_dir: Path, label: str, args: argparse.Namespace) -> None:
+    port = _free_port()
+    log = data_dir.parent / f"up-{label.replace(' ', '-')}.log"
+    started = time.monotonic()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "styrmin_backend.cli", "up", "--port", str(port)],
+            env={**os.environ, "STYRMIN_DATA_DIR": str(data_dir), "NO_COLOR": "1"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            forking = any("agent.prefect._process" in _command(pid) for pid in _tree(process.pid))
+            try:
+                if forking and httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None:
+                raise SystemExit(f"styrmin up ended ({process.returncode}):\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        else:
+            raise SystemExit(f"styrmin up did not get ready in {START_SECONDS} s:\n{log.read_text()[-3000:]}")
+        ready = time.monotonic() - started
+        time.sleep(args.settle_seconds)
+        before = _cpu_seconds(process.pid)
+        time.sleep(args.idle_seconds)
+        share = (_cpu_seconds(process.pid) - before) / args.idle_seconds
+        each = sorted(((_pss_mb(pid), _command(pid)[:90]) for pid in _tree(process.pid)), reverse=True)
+        total = sum(mb for mb, _ in each)
+        one, five, _ = os.getloadavg()
+        print(f"\n{label}: ready in {ready:.1f} s (load average {one:.2f}, {five:.2f} over 1 and 5 min)")
+        print(
+            f"  idle CPU: {100 * share:.1f}% of a core over {args.idle_seconds:g} s"
+            f"   (target <= {100 * IDLE_CPU_TARGET:g}%: {verdict(share <= IDLE_CPU_TARGET)})"
+        )
+        print(
+            f"  memory: {total:.0f} MB PSS in {len(each)} processes"
+            f"   (target <= {IDLE_PSS_TARGET_MB} MB: {verdict(total <= IDLE_PSS_TARGET_MB)})"
+        )
+        for mb, command in each:
+            print(f"    {mb:6.0f} MB  {command}")
+    finally:
+        process.terminate()
+        try:
+            process.wait(120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--idle-seconds", type=float, default=30)
+    parser.add_argument("--settle-seconds", type=float, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="styrmin-up-idle-") as tmp:
+        data_dir = Path(tmp) / "data"
+        measure(data_dir, "first start", args)
+        measure(data_dir, "after a restart", args)
+
+
+if __name__ == "__main__":
+    main()
