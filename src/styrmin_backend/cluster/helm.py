@@ -59,15 +59,7 @@ class HelmReleases:
             # The usual case costs one call: the upgrade itself. Only when Helm refuses it (no such
             # release, or one left pending) does a status read (~20 ms) say which, and what to do.
             try:
-                config.upgrade(
-                    chart,
-                    release,
-                    values,
-                    namespace=namespace,
-                    timeout=timeout,
-                    wait="watcher",
-                    max_history=self.max_history,
-                )
+                self._upgrade(config, chart, values, release, namespace, timeout)
                 return None
             except helm.HelmError:
                 current = self._status(config, release)
@@ -75,15 +67,7 @@ class HelmReleases:
                     raise  # it exists and was not pending: the upgrade itself failed
             recovered, exists = self._recover_pending(config, release, current, timeout)
             if exists:
-                config.upgrade(
-                    chart,
-                    release,
-                    values,
-                    namespace=namespace,
-                    timeout=timeout,
-                    wait="watcher",
-                    max_history=self.max_history,
-                )
+                self._upgrade(config, chart, values, release, namespace, timeout)
             else:
                 config.install(
                     chart,
@@ -97,6 +81,25 @@ class HelmReleases:
             return recovered
         finally:
             config.close()
+
+    def _upgrade(
+        self,
+        config: helm.Config,
+        chart: Path,
+        values: dict[str, Any],
+        release: str,
+        namespace: str,
+        timeout: int,
+    ) -> None:
+        config.upgrade(
+            chart,
+            release,
+            values,
+            namespace=namespace,
+            timeout=timeout,
+            wait="watcher",
+            max_history=self.max_history,
+        )
 
     @staticmethod
     def _status(config: helm.Config, release: str) -> dict[str, Any] | None:
