@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: percentiles, a free port, and `styrmin server` on loopback."""
+"""What the benchmark scripts share: percentiles, a free port, `styrmin server` on loopback, and the
+memory and CPU of a process tree read from ``/proc``."""
 
 from __future__ import annotations
 
@@ -61,3 +62,59 @@ def styrmin_server(env: Mapping[str, str]) -> Iterator[str]:
         except subprocess.TimeoutExpired:  # a request still keeps it busy
             process.kill()
             process.wait()
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def command_line(pid: int) -> str:
+    """The command line of process ``pid`` (empty once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return " ".join(cmdline.read().replace(b"\0", b" ").decode(errors="replace").split())
+    except OSError:
+        return ""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid``, its ended children that it waited for included."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # utime, stime, cutime, cstime (fields 14-17 of proc(5); here shifted by the two cut off)
+    return sum(int(value) for value in fields[11:15]) / _TICKS
+
+
+def tree_pss_mb(root: int) -> tuple[float, list[tuple[float, str]]]:
+    """The PSS of ``root`` and all below it, in MB, and each process's (MB, command line)."""
+    each = []
+    for pid in process_tree(root):
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as rollup:
+                kb = next(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
+        except (OSError, StopIteration):
+            continue
+        each.append((kb / 1024, command_line(pid)[:90]))
+    return sum(mb for mb, _ in each), sorted(each, reverse=True)

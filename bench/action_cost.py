@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
-from _figures import percentile
+from _figures import command_line, cpu_seconds, percentile, process_tree, tree_pss_mb
 
 import styrmin
 from styrmin_backend.testing import StyrminStack
@@ -59,38 +59,12 @@ async def empty(context: GlobalContext) -> None:
     return None
 """
 
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _tree(root: int) -> list[int]:
-    """``root`` and every process below it."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, []))
-    return found
-
 
 def _role(pid: int) -> str:
     """Which part of the stack a process of the tree is, by its command line."""
     if pid == os.getpid():
         return "server and agent"
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            command = cmdline.read().decode(errors="replace")
-    except OSError:
-        return "applications"
+    command = command_line(pid)
     if "agent.prefect._process" in command:
         return "fork server and actions"
     if "runpy" in command:
@@ -106,16 +80,10 @@ ROLES = ("server and agent", "Prefect server", "fork server and actions", "local
 def stack_cpu_by_role() -> dict[str, float]:
     """CPU seconds of this process and all below it, by role, the ended ones that were waited for
     included."""
-    ticks = dict.fromkeys(ROLES, 0)
-    for pid in _tree(os.getpid()):
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        # utime, stime, cutime, cstime (fields 14-17 of proc(5); here shifted by the two cut off)
-        ticks[_role(pid)] += sum(int(value) for value in fields[11:15])
-    return {role: count / _TICKS for role, count in ticks.items()}
+    seconds = dict.fromkeys(ROLES, 0.0)
+    for pid in process_tree(os.getpid()):
+        seconds[_role(pid)] += cpu_seconds(pid)
+    return seconds
 
 
 def stack_cpu_seconds() -> float:
@@ -125,17 +93,7 @@ def stack_cpu_seconds() -> float:
 
 def stack_pss_mb() -> tuple[float, list[tuple[float, str]]]:
     """The PSS of this process and all below it, in MB, and each process's (MB, command line)."""
-    each = []
-    for pid in _tree(os.getpid()):
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as rollup:
-                kb = next(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, StopIteration):
-            continue
-        each.append((kb / 1024, " ".join(command.split())[:90]))
-    return sum(mb for mb, _ in each), sorted(each, reverse=True)
+    return tree_pss_mb(os.getpid())
 
 
 def verdict(met: bool) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,49 +21,14 @@ import time
 from pathlib import Path
 
 import httpx
-from action_cost import IDLE_CPU_TARGET, IDLE_PSS_TARGET_MB, _tree, verdict
+from _figures import command_line, cpu_seconds, free_port, process_tree, tree_pss_mb
+from action_cost import IDLE_CPU_TARGET, IDLE_PSS_TARGET_MB, verdict
 
 START_SECONDS = 300
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _command(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return " ".join(cmdline.read().replace(b"\0", b" ").decode(errors="replace").split())
-    except OSError:
-        return ""
-
-
-def _pss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as rollup:
-            return next(int(line.split()[1]) for line in rollup if line.startswith("Pss:")) / 1024
-    except (OSError, StopIteration):
-        return 0.0
-
-
-def _cpu_seconds(root: int) -> float:
-    total = 0
-    for pid in _tree(root):
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(value) for value in fields[11:15])
-    return total / _TICKS
 
 
 def measure(data_dir: Path, label: str, args: argparse.Namespace) -> None:
-    port = _free_port()
+    port = free_port()
     log = data_dir.parent / f"up-{label.replace(' ', '-')}.log"
     started = time.monotonic()
     with log.open("wb") as out:
@@ -77,7 +41,7 @@ def measure(data_dir: Path, label: str, args: argparse.Namespace) -> None:
     try:
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
-            forking = any("agent.prefect._process" in _command(pid) for pid in _tree(process.pid))
+            forking = any("agent.prefect._process" in command_line(pid) for pid in process_tree(process.pid))
             try:
                 if forking and httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
                     break
@@ -90,11 +54,10 @@ def measure(data_dir: Path, label: str, args: argparse.Namespace) -> None:
             raise SystemExit(f"styrmin up did not get ready in {START_SECONDS} s:\n{log.read_text()[-3000:]}")
         ready = time.monotonic() - started
         time.sleep(args.settle_seconds)
-        before = _cpu_seconds(process.pid)
+        before = sum(map(cpu_seconds, process_tree(process.pid)))
         time.sleep(args.idle_seconds)
-        share = (_cpu_seconds(process.pid) - before) / args.idle_seconds
-        each = sorted(((_pss_mb(pid), _command(pid)[:90]) for pid in _tree(process.pid)), reverse=True)
-        total = sum(mb for mb, _ in each)
+        share = (sum(map(cpu_seconds, process_tree(process.pid))) - before) / args.idle_seconds
+        total, each = tree_pss_mb(process.pid)
         one, five, _ = os.getloadavg()
         print(f"\n{label}: ready in {ready:.1f} s (load average {one:.2f}, {five:.2f} over 1 and 5 min)")
         print(
