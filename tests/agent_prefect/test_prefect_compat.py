@@ -266,6 +266,51 @@ def test_background_worker_polls_less_still_holds(monkeypatch: pytest.MonkeyPatc
     )
 
 
+async def test_cancellation_listener_waits_longer_still_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from burner_redis.pubsub import PubSub
+    from docket import Docket, Worker
+
+    reads = 0
+    docket_read = PubSub.get_message
+
+    async def counted(self: PubSub, *args: object, **kwargs: object) -> object:
+        nonlocal reads
+        reads += 1
+        return await docket_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Worker, "_cancellation_listener", Worker._cancellation_listener)
+    monkeypatch.setattr(PubSub, "get_message", counted)
+    _compat.cancellation_listener_waits_longer()
+
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def sleeps_long() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    docket = Docket(name="canary-cancel", url="memory://canary-cancel")
+    async with docket, Worker(docket) as worker:
+        running = asyncio.ensure_future(worker.run_forever())
+        await docket.add(sleeps_long, key="canary-sleeps")()
+        await asyncio.wait_for(started.wait(), 60)
+        reads = 0
+        await asyncio.sleep(3)
+        quiet_reads = reads
+        await docket.cancel("canary-sleeps")
+        await asyncio.wait_for(cancelled.wait(), 60)  # a cancellation still reaches the task
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    _holds(
+        "cancellation_listener_waits_longer",
+        quiet_reads <= 3,  # docket's own listener reads 30 times in 3 s
+        f"docket.Worker's cancellation listener reading its pub/sub ({quiet_reads} reads in 3 s)",
+    )
+
+
 def _serving(status: int, body: bytes) -> tuple[ThreadingHTTPServer, str]:
     class Answer(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Final
 
 PATCHES: Final = (
@@ -25,6 +26,7 @@ PATCHES: Final = (
     "complete_prefects_models",
     "sqlite_writers_wait_their_turn",
     "background_worker_polls_less",
+    "cancellation_listener_waits_longer",
     "csrf_only_when_the_server_asks",
 )
 """The names of the patches below; each has a canary test of the same name."""
@@ -494,7 +496,85 @@ def background_worker_polls_less() -> None:
     background_workers.Worker = PatientWorker  # type: ignore[attr-defined]
 
 
+# --- cancellation_listener_waits_longer (in the Prefect server's process) -----------------------
+
+CANCELLATION_WAIT_SECONDS: Final = 2.0
+"""How long one wait of the background worker's cancellation listener lasts (docket: 0.1 s)."""
+
+_listening_until: ContextVar[asyncio.Event | None] = ContextVar("_listening_until", default=None)
+"""In docket's cancellation listener task: the event that stops its worker."""
+
+
+def cancellation_listener_waits_longer() -> None:
+    """Let the background worker's cancellation listener wait 2 s for a message, not 0.1 s, in one
+    thread hop.
+
+    docket's listener asks its in-memory pub/sub for a message every 0.1 s, and the pub/sub waits in
+    a worker thread in slices of 0.1 s: ten thread hops a second, 0.6% of a core of an idle local
+    Prefect server. A docket task cancelled is now seen up to 2 s later (Prefect cancels only its
+    own background services' tasks that way); the worker still stops at once, since the wait ends
+    when the worker's stop is set. The message is then read as docket reads it, so none is lost.
+    """
+    import queue
+
+    from burner_redis.pubsub import PubSub
+    from docket import Worker
+
+    listener = Worker._cancellation_listener
+    source = inspect.getsource(listener)
+    if (
+        "get_message(" not in source
+        or "timeout=0.1" not in source
+        or "self._processing_session" not in source
+        or not isinstance(PubSub(None)._queue, queue.Queue)
+    ):
+        raise PrefectCompatibilityError(
+            "cancellation_listener_waits_longer",
+            "docket.Worker._cancellation_listener polling burner_redis's PubSub.get_message(timeout=0.1), "
+            "the pub/sub holding its messages in a queue.Queue",
+        )
+    get_message = PubSub.get_message
+
+    async def listen(self: Any) -> None:
+        session = self._processing_session
+        _listening_until.set(session.stopping if session is not None else None)
+        await listener(self)
+
+    async def patient_get_message(
+        self: Any, ignore_subscribe_messages: bool = False, timeout: float | None = 0.0
+    ) -> Any:
+        stopping = _listening_until.get()
+        if stopping is not None and timeout is not None and 0 < timeout < CANCELLATION_WAIT_SECONDS:
+            await _until_a_message(self._queue, stopping)
+            timeout = 0.0  # what came is read, filtered and handled as docket's own read does
+        return await get_message(self, ignore_subscribe_messages, timeout)
+
+    Worker._cancellation_listener = listen  # type: ignore[method-assign]
+    PubSub.get_message = patient_get_message
+
+
+async def _until_a_message(messages: Any, stopping: asyncio.Event) -> None:
+    """Wait until ``messages`` (a queue.Queue) holds one, ``stopping`` is set, or 2 s went by."""
+
+    def wait() -> None:
+        with messages.not_empty:
+            if not messages.queue:
+                messages.not_empty.wait(CANCELLATION_WAIT_SECONDS)
+
+    waiting = asyncio.ensure_future(asyncio.to_thread(wait))
+    stopped = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({waiting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not waiting.done():
+            with messages.not_empty:  # the waiting thread returns now rather than at its timeout
+                messages.not_empty.notify_all()
+            await asyncio.gather(waiting, return_exceptions=True)
+
+
 def prepare_the_local_server() -> None:
     """The patches the local Prefect server's own process applies before it starts."""
     sqlite_writers_wait_their_turn()
     background_worker_polls_less()
+    cancellation_listener_waits_longer()
