@@ -5,6 +5,7 @@ checked in milliseconds on the executor's fakes in test_executor.py."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from lightkube.resources.apps_v1 import Deployment
 
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.steps import INSTALL_STEP, START_STEP, STOP_STEP
+from tests.support.kubectl import run_kubectl
 
 from .conftest import Stack, action
 
@@ -132,12 +134,58 @@ def test_component_status_follows_the_cluster_between_tasks(stack: Stack, deploy
     stack.kube.patch(
         Deployment, f"{deployment_name}-task-worker", {"spec": {"replicas": 2}}, namespace=deployment_name
     )
+    seen = _components_seen(stack, deployment_name, "task-worker", 2)
+    assert (seen["replicas"], seen["ready_replicas"]) == (2, 2)
+
+
+def _components_seen(stack: Stack, name: str, component: str, replicas: int) -> dict[str, Any]:
+    """The component as the deployment shows it, once it shows ``replicas`` ready (a minute at most)."""
     deadline = time.monotonic() + 60
     seen: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        shown = stack.http.get(f"/api/v1/deployments/{deployment_name}").json()
+        shown = stack.http.get(f"/api/v1/deployments/{name}").json()
         seen = {c["name"]: c for c in shown["components_status"] or []}
-        if seen.get("task-worker", {}).get("ready_replicas") == 2:
+        if seen.get(component, {}).get("ready_replicas") == replicas:
             break
         time.sleep(0.5)
-    assert (seen["task-worker"]["replicas"], seen["task-worker"]["ready_replicas"]) == (2, 2)
+    return seen.get(component, {})
+
+
+def test_the_component_workloads_carry_their_deployments_label(
+    stack: Stack, deployment_name: str, tmp_path: Path
+) -> None:
+    stack.push("11.2.0")
+    assert create(stack, deployment_name, "11.2.0")["status"] == "succeeded"
+    listed = run_kubectl(
+        stack.cluster.kubeconfig_path,
+        tmp_path,
+        "default",
+        "get",
+        "deployments",
+        "--all-namespaces",
+        "-l",
+        f"styrmin.io/deployment={deployment_name}",
+        "-o",
+        "name",
+    ).stdout.split()
+    assert sorted(listed) == [
+        f"deployment.apps/{deployment_name}-server",
+        f"deployment.apps/{deployment_name}-task-worker",
+    ]
+
+
+def test_a_workload_without_the_label_is_still_reported(stack: Stack, deployment_name: str) -> None:
+    """A workload an older agent applied has no deployment label: the listing misses it, and the
+    periodic report reads it on its own."""
+    stack.push("11.3.0")
+    assert create(stack, deployment_name, "11.3.0")["status"] == "succeeded"
+    stack.kube.patch(
+        Deployment,
+        f"{deployment_name}-task-worker",
+        {"metadata": {"labels": {"styrmin.io/deployment": None}}, "spec": {"replicas": 2}},
+        namespace=deployment_name,
+    )
+    worker = stack.kube.get(Deployment, f"{deployment_name}-task-worker", namespace=deployment_name)
+    assert "styrmin.io/deployment" not in (worker.metadata.labels or {})
+    seen = _components_seen(stack, deployment_name, "task-worker", 2)
+    assert (seen["replicas"], seen["ready_replicas"]) == (2, 2)

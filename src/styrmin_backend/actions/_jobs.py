@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from styrmin_backend.drivers.workloads import DEPLOYMENT_LABEL as DEPLOYMENT_LABEL
+
 JOB_CONTAINER = "command"
 """The name of the one container of an action's Job."""
 
-DEPLOYMENT_LABEL = "styrmin.io/deployment"
 ACTION_JOB_LABEL = "styrmin.io/action-job"
 """Set to ``"true"`` on every Job that execute_commands starts, and on its pods."""
 TASK_LABEL = "styrmin.io/task"

@@ -4,18 +4,41 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import styrmin
 from styrmin_backend.agent.backup_storage import BackupFolder, BackupStorage, S3Storage, storage_for
-from styrmin_backend.agent.ports import ChartRequest, ContainerView, LinkedTask, PreparedChart, WorkloadView
+from styrmin_backend.agent.ports import (
+    ChartRequest,
+    ContainerView,
+    LinkedTask,
+    PreparedChart,
+    WorkloadKey,
+    WorkloadView,
+)
 from styrmin_backend.cluster import ClusterAccess, HelmReleases
 from styrmin_backend.drivers import InstallChart, prepare_install_chart
 from styrmin_backend.drivers.render import REPLICAS_ANNOTATION
+from styrmin_backend.drivers.workloads import DEPLOYMENT_LABEL
 
 LINKED_TASK_POLL_SECONDS = 0.5
+
+
+def _workload_view(workload: Any) -> WorkloadView:
+    """A Deployment or StatefulSet as the agent reads it."""
+    pod = workload.spec.template.spec if workload.spec else None
+    annotations = (workload.metadata.annotations or {}) if workload.metadata else {}
+    configured = annotations.get(REPLICAS_ANNOTATION)
+    status = workload.status
+    return WorkloadView(
+        replicas=int(workload.spec.replicas or 0) if workload.spec else 0,
+        ready_replicas=int((status.readyReplicas if status else 0) or 0),
+        containers=tuple(ContainerView(c.name, c.image or "") for c in (pod.containers if pod else [])),
+        configured_replicas=int(configured) if configured is not None else None,
+    )
 
 
 class KubeCluster:
@@ -42,17 +65,16 @@ class KubeCluster:
         await self.access.delete_styrmin_deployment(namespace, name)
 
     async def workload(self, namespace: str, kind: str, name: str) -> WorkloadView:
-        workload = await self.access.workload(namespace, kind, name)
-        pod = workload.spec.template.spec if workload.spec else None
-        annotations = (workload.metadata.annotations or {}) if workload.metadata else {}
-        configured = annotations.get(REPLICAS_ANNOTATION)
-        status = workload.status
-        return WorkloadView(
-            replicas=int(workload.spec.replicas or 0) if workload.spec else 0,
-            ready_replicas=int((status.readyReplicas if status else 0) or 0),
-            containers=tuple(ContainerView(c.name, c.image or "") for c in (pod.containers if pod else [])),
-            configured_replicas=int(configured) if configured is not None else None,
-        )
+        return _workload_view(await self.access.workload(namespace, kind, name))
+
+    async def component_workloads(self, kinds: Collection[str]) -> dict[WorkloadKey, WorkloadView]:
+        found: dict[WorkloadKey, WorkloadView] = {}
+        for kind in kinds:
+            for workload in await self.access.labelled_workloads(kind, DEPLOYMENT_LABEL):
+                metadata = workload.metadata
+                if metadata is not None and metadata.namespace and metadata.name:
+                    found[WorkloadKey(metadata.namespace, kind, metadata.name)] = _workload_view(workload)
+        return found
 
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
         await self.access.wait_scaled(namespace, kind, name, replicas, timeout)

@@ -9,7 +9,7 @@ adapters (``adapters``); these never replace them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -22,6 +22,7 @@ from styrmin_backend.agent.ports import (
     LinkedTask,
     Ports,
     PreparedChart,
+    WorkloadKey,
     WorkloadView,
 )
 from styrmin_backend.cluster import ClusterError, ReplicasChanged
@@ -147,6 +148,8 @@ class FakeCluster:
         self.styrmin_deployments: dict[tuple[str, str], dict[str, Any]] = {}
         self.namespaces: set[str] = set()
         self.workloads: dict[tuple[str, str, str], WorkloadView] = {}
+        self.listings = 0
+        """How often ``component_workloads`` was asked."""
         self.secrets: dict[tuple[str, str], dict[str, str]] = {}
         self.scaled_by_others: dict[str, tuple[int, int | None]] = {}
         """Workload name -> the replicas another change asks for while a task waits for them, and the
@@ -179,6 +182,10 @@ class FakeCluster:
             return self.workloads[(namespace, kind, name)]
         except KeyError:
             raise ClusterError(f"{kind} {namespace}/{name} could not be read: not found") from None
+
+    async def component_workloads(self, kinds: Collection[str]) -> dict[WorkloadKey, WorkloadView]:
+        self.listings += 1
+        return {WorkloadKey(*key): view for key, view in self.workloads.items() if key[1] in kinds}
 
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
         asked = (await self.workload(namespace, kind, name)).replicas

@@ -11,10 +11,10 @@ import uuid
 from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from styrmin_backend.agent.backups import check_location
-from styrmin_backend.agent.ports import Ports
+from styrmin_backend.agent.ports import Ports, WorkloadKey, WorkloadView
 from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch
 from styrmin_backend.agent.reconciliation import Reconciliation
@@ -26,6 +26,7 @@ from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.metrics import AGENT_CLAIM_SECONDS, RUNNER_POOL_SIZE, TASKS_RUNNING
 from styrmin_backend.protocol import Claim, ComponentStatus
+from styrmin_drivers.spec import Workload
 
 log = logging.getLogger("styrmin.agent")
 
@@ -72,6 +73,8 @@ CANCEL_CHECK_SECONDS = 5.0
 
 UNCHANGED_REPORT_ROUNDS = 10
 """Every how many rounds of the periodic report the components that did not change are told again."""
+WORKLOAD_KINDS: tuple[str, ...] = get_args(Workload.model_fields["kind"].annotation)
+"""The kinds a component's workload may be (Deployment, StatefulSet): what a round of reports lists."""
 LOCATION_WAIT_SECONDS = 25.0
 """How long one ask for a backup location to check waits on the server (a long poll): a location
 set is checked at once, and an idle agent asks a few times a minute."""
@@ -96,6 +99,7 @@ class Agent:
         """Tasks the server said were cancelled: their reconciliation was stopped on purpose."""
         self._known: dict[str, Claim] = {}
         self._reported: dict[str, list[ComponentStatus]] = {}
+        self._said_unlisted = False
         """What the periodic report last told the server of each deployment's components."""
         """The latest task of each deployment this agent ran, to report its components between tasks."""
         self.warm = threading.Event()
@@ -307,12 +311,13 @@ class Agent:
             rounds += 1
             refresh = rounds % UNCHANGED_REPORT_ROUNDS == 0
             busy = self._running_names()
+            listed = await self._list_component_workloads(parts) if self._known.keys() - busy else None
             for name, claimed in list(self._known.items()):
                 if stop.is_set() or name in busy:
                     continue
                 try:
                     told = None if refresh else self._reported.get(name)
-                    seen = await Reconciliation(parts.ports, claimed).report_components(unless=told)
+                    seen = await Reconciliation(parts.ports, claimed).report_components(told, listed)
                 except Exception as error:  # reporting must never stop the agent
                     log.warning("Could not report the components of %s: %s", name, error)
                     seen = None
@@ -320,6 +325,21 @@ class Agent:
                     self._reported.pop(name, None)  # a task reports too: tell the next round's view
                 else:
                     self._reported[name] = seen
+
+    async def _list_component_workloads(self, parts: AgentParts) -> dict[WorkloadKey, WorkloadView] | None:
+        """The labelled component workloads of the cluster, for a round of reports; None when the
+        cluster refuses to list them, and each workload is then read on its own (said once)."""
+        try:
+            return await parts.ports.cluster.component_workloads(WORKLOAD_KINDS)
+        except Exception as error:
+            if not self._said_unlisted:
+                self._said_unlisted = True
+                log.warning(
+                    "Could not list the component workloads across namespaces (%s); reading each one "
+                    "instead. Let the agent list Deployments and StatefulSets cluster-wide to save that.",
+                    describe_error(error),
+                )
+            return None
 
     def _running_names(self) -> set[str]:
         return {str(task.get_name()) for task in self._running.values()}

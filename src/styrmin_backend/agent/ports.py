@@ -9,10 +9,10 @@ in-memory fake whose name says so (``fakes``). ``wiring`` puts the real ones tog
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from styrmin_backend.agent.backup_storage import BackupStorage
 from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec
@@ -93,6 +93,14 @@ class WorkloadView:
     """The replicas the chart sets (the annotation the agent applied); None when it has none."""
 
 
+class WorkloadKey(NamedTuple):
+    """Where a workload is: its namespace, kind (Deployment or StatefulSet) and name."""
+
+    namespace: str
+    kind: str
+    name: str
+
+
 class Cluster(Protocol):
     """The deployment's cluster: its StyrminDeployment, its component workloads and Secrets.
 
@@ -117,6 +125,12 @@ class Cluster(Protocol):
     async def delete_styrmin_deployment(self, namespace: str, name: str) -> None: ...
 
     async def workload(self, namespace: str, kind: str, name: str) -> WorkloadView: ...
+
+    async def component_workloads(self, kinds: Collection[str]) -> dict[WorkloadKey, WorkloadView]:
+        """Every workload of ``kinds`` that carries the deployment label the agent applies, in every
+        namespace: one listing per kind, where reading each workload costs a request (a round of
+        reports over two hundred deployments). Raises ``ClusterError`` when the cluster refuses."""
+        ...
 
     async def wait_scaled(
         self, namespace: str, kind: str, name: str, replicas: int, timeout: float

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.agent import backups
 from styrmin_backend.agent.backup_storage import BackupStorage
 from styrmin_backend.agent.failures import StepFailed
-from styrmin_backend.agent.ports import ActionResult, ChartRequest, Ports
+from styrmin_backend.agent.ports import ActionResult, ChartRequest, Ports, WorkloadKey, WorkloadView
 from styrmin_backend.agent.prefect.health import prefect_unreachable_error
 from styrmin_backend.agent.server_api import ServerError, describe_error
 from styrmin_backend.cluster import ClusterError, ReplicasChanged
@@ -134,12 +134,15 @@ class Reconciliation:
             await server.end_task(self.claim.task_id, error, self._result)
 
     async def report_components(
-        self, unless: list[ComponentStatus] | None = None
+        self,
+        unless: list[ComponentStatus] | None = None,
+        listed: Mapping[WorkloadKey, WorkloadView] | None = None,
     ) -> list[ComponentStatus] | None:
         """Tell the server what the component workloads look like now, unless that is ``unless`` (what
         was told last); returns what was seen, None when it could not be read (best effort: never
-        fails the task)."""
-        components = await self._components()
+        fails the task). A workload found in ``listed`` (``Cluster.component_workloads``) is not read
+        again."""
+        components = await self._components(listed)
         if components is not None and components != unless:
             await self._report(components)
         return components
@@ -150,15 +153,19 @@ class Reconciliation:
         except Exception as error:
             log.warning("Could not report the components of %s: %s", self.name, error)
 
-    async def _components(self) -> list[ComponentStatus] | None:
-        """What the component workloads look like now; None when they cannot be read (logged)."""
+    async def _components(
+        self, listed: Mapping[WorkloadKey, WorkloadView] | None = None
+    ) -> list[ComponentStatus] | None:
+        """What the component workloads look like now (those in ``listed`` as listed); None when they
+        cannot be read (logged)."""
         try:
             spec = await self._spec()
             statuses = []
             for component in spec.spec.components:
                 kind, name = component.workload.kind, component.workload.resolved_name(self.name)
-                try:
-                    workload = await self.ports.cluster.workload(self.namespace, kind, name)
+                workload = (listed or {}).get(WorkloadKey(self.namespace, kind, name))
+                try:  # not listed: applied before the agent labelled its workloads, or missing
+                    workload = workload or await self.ports.cluster.workload(self.namespace, kind, name)
                 except ClusterError:
                     continue
                 containers = list(workload.containers)

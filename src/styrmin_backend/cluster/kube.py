@@ -11,6 +11,7 @@ from typing import Any
 from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.operators import exists
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import Namespace, Secret
@@ -207,6 +208,22 @@ class ClusterAccess:
         except ApiError as error:
             raise ClusterError(
                 f"{kind} {namespace}/{name} could not be read: {error.status.message}"
+            ) from error
+
+    async def labelled_workloads(self, kind: str, label: str) -> list[Any]:
+        """Every Deployment or StatefulSet that carries ``label``, in every namespace: one listing,
+        where reading each costs a request. Raises ClusterError when the cluster refuses it (a
+        service account that may not list across namespaces, say)."""
+        try:
+            return [
+                found
+                async for found in self._client.list(
+                    _WORKLOADS[kind], namespace="*", labels={label: exists()}
+                )
+            ]
+        except ApiError as error:
+            raise ClusterError(
+                f"{kind}s labelled {label} could not be listed: {error.status.message}"
             ) from error
 
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:

@@ -33,6 +33,7 @@ from styrmin_backend.domain.limits import RENDER_MAX_MEMORY_BYTES, RENDER_TIMEOU
 from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.drivers.configuration import DeploymentConfiguration
 from styrmin_backend.drivers.workloads import (
+    DEPLOYMENT_LABEL,
     ComponentNotRendered,
     component_container,
     env_secret_key,
@@ -206,8 +207,9 @@ def apply_configuration(
 def set_component_replicas(
     manifests: list[dict[str, Any]], spec: DriverSpec, release_name: str, stopped: Collection[str]
 ) -> None:
-    """Record on each component workload in ``manifests`` its configured replicas (the chart's), and
-    set the stopped components to zero replicas, in place."""
+    """Record on each component workload in ``manifests`` its configured replicas (the chart's) and
+    its deployment (:data:`DEPLOYMENT_LABEL`, ``release_name``), and set the stopped components to
+    zero replicas, in place."""
     for component in spec.spec.components:
         workload = find_workload(manifests, component, release_name)
         if workload is None:
@@ -219,6 +221,7 @@ def set_component_replicas(
             **(metadata.get("annotations") or {}),
             REPLICAS_ANNOTATION: str(configured),
         }
+        metadata["labels"] = {**(metadata.get("labels") or {}), DEPLOYMENT_LABEL: release_name}
         if component.name in stopped:
             body["replicas"] = 0
 

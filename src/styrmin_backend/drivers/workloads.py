@@ -8,6 +8,10 @@ from typing import Any
 
 from styrmin_drivers.spec import Component
 
+DEPLOYMENT_LABEL = "styrmin.io/deployment"
+"""The deployment's name, on each component workload the agent applies (it lists them by it) and on an
+action's Jobs and their pods."""
+
 
 class ComponentNotRendered(LookupError):
     """The manifests hold no workload, or the workload no container, for a component."""
