@@ -265,13 +265,12 @@ class DeploymentOut(Answer):
     ) -> DeploymentOut:
         """The deployment as users read it, secret values concealed, with its ``status`` as the status
         rule decides it; ``with_secrets`` only for the agent that applies it."""
-        out = cls.model_validate(deployment)
-        shown: dict[str, Any] = {}
+        shown: dict[str, Any] = dict(deployment)  # its fields: validated once, as a dict
         if not with_secrets:
             shown["configuration"] = conceal_configuration(deployment.configuration)
         if status is not None:
             shown.update(status=status.state, status_reason=status.reason, status_task_id=status.task_id)
-        return out.model_copy(update=shown)
+        return cls.model_validate(shown)
 
 
 # --- tasks -------------------------------------------------------------------------------------

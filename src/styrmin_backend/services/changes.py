@@ -85,15 +85,16 @@ def read_deployment(session: Session, name: str) -> Deployment:
 
 
 def list_deployments(session: Session) -> list[Deployment]:
-    """Every deployment that is not deleted, by name."""
-    return [
-        Deployment.model_validate(row)
-        for row in session.scalars(
-            select(DeploymentRow)
-            .where(DeploymentRow.status != DeploymentStatus.DELETED.value)
-            .order_by(DeploymentRow.name)
-        )
-    ]
+    """Every deployment that is not deleted, by name.
+
+    Read as plain rows rather than ORM objects: nothing is changed, and a list of hundreds spent
+    most of its time making ORM objects and reading their attributes back."""
+    found = session.execute(
+        select(*DeploymentRow.__table__.columns)
+        .where(DeploymentRow.status != DeploymentStatus.DELETED.value)
+        .order_by(DeploymentRow.name)
+    )
+    return [Deployment.model_validate(dict(row)) for row in found.mappings()]
 
 
 def create_deployment(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
@@ -44,14 +44,16 @@ def latest_changes(
         .where(TaskRow.deployment_id.in_(deployment_ids), TaskRow.parent_task_id.is_(None))
         .group_by(TaskRow.deployment_id, TaskRow.type)
     )
+    # Only an upgrade's target is read from its change: the other changes' specs are not decrypted.
+    upgrade = TaskType.UPGRADE.value
     rows = session.execute(
         select(TaskRow.id, TaskRow.deployment_id, TaskRow.type, TaskRow.status, ChangeRow.spec)
-        .outerjoin(ChangeRow, ChangeRow.id == TaskRow.change_id)
+        .outerjoin(ChangeRow, and_(ChangeRow.id == TaskRow.change_id, TaskRow.type == upgrade))
         .where(TaskRow.id.in_(newest))
     )
     found: dict[int, dict[TaskType, LatestChange]] = {i: {} for i in deployment_ids}
     for task_id, deployment_id, type_, status, spec in rows:
-        requested = requested_change(type_, spec) if type_ == TaskType.UPGRADE.value and spec else None
+        requested = requested_change(type_, spec) if type_ == upgrade and spec else None
         target = requested.app_version if isinstance(requested, RequestedUpgrade) else None
         found[deployment_id][TaskType(type_)] = LatestChange(
             task_id, TaskType(type_), TaskStatus(status), target or None
