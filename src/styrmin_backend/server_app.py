@@ -14,6 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Engine
 
 from styrmin_backend.api import install_api
+from styrmin_backend.memory import keep_started_objects_out_of_garbage_collections
 from styrmin_backend.metrics import RequestMetrics, server_registry
 from styrmin_backend.prefect_logs import PrefectLogReader
 from styrmin_backend.secret_keys import use_settings_keys
@@ -32,6 +33,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with _run_schedules_periodically(app):
+            keep_started_objects_out_of_garbage_collections()
             yield
         app.state.claim_wakeups.close()
 

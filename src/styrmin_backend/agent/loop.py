@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import threading
 import uuid
@@ -24,6 +23,7 @@ from styrmin_backend.agent.wiring import AgentParts, build_parts, ports_of_task
 from styrmin_backend.cluster import ClusterAccess
 from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_backend.domain.tasks import TaskType
+from styrmin_backend.memory import keep_started_objects_out_of_garbage_collections
 from styrmin_backend.metrics import AGENT_CLAIM_SECONDS, RUNNER_POOL_SIZE, TASKS_RUNNING
 from styrmin_backend.protocol import Claim, ComponentStatus
 from styrmin_drivers.spec import Workload
@@ -227,7 +227,7 @@ class Agent:
 
     async def _warm_up(self, runner: ActionRunner) -> None:
         await runner.wait_until_ready()
-        _keep_started_objects_out_of_garbage_collections()
+        keep_started_objects_out_of_garbage_collections()
         self.warm.set()
 
     def _ports_of(self, parts: AgentParts, claimed: Claim) -> Ports:
@@ -402,15 +402,3 @@ async def _first(*waits: Coroutine[Any, Any, Any]) -> None:
     finally:
         for task in tasks:
             task.cancel()
-
-
-def _keep_started_objects_out_of_garbage_collections() -> None:
-    """Leave what the agent made while starting (modules, clients, the server beside it in ``styrmin
-    up``) out of later garbage collections.
-
-    Python's full collection walks every object the process holds: 0.2 s and more in a started
-    agent, during which no thread of the process runs (an upgrade's tasks waited for it). Once
-    frozen, the started objects are never walked again; what is made later still is.
-    """
-    gc.collect()
-    gc.freeze()
