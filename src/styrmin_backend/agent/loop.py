@@ -7,6 +7,7 @@ import contextlib
 import logging
 import threading
 import uuid
+import zlib
 from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
@@ -302,20 +303,21 @@ class Agent:
     async def _report_periodically(self, parts: AgentParts, stop: asyncio.Event) -> None:
         """Report the component workloads of known deployments that run no task now, every so often:
         what changed since the last report at once, the rest every ``UNCHANGED_REPORT_ROUNDS`` rounds
-        (the time the page shows them seen at). Two hundred deployments reported unchanged every
-        30 s cost the idle stack 8.5% of a core, a request each to the server."""
+        (the time the page shows them seen at), a tenth of them in each round. Two hundred deployments
+        reported unchanged every 30 s cost the idle stack 8.5% of a core, a request each to the
+        server; all of them told again in the same round made that round's 30 s cost 12%."""
         rounds = 0
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.settings.status_seconds)
             rounds += 1
-            refresh = rounds % UNCHANGED_REPORT_ROUNDS == 0
             busy = self._running_names()
             listed = await self._list_component_workloads(parts) if self._known.keys() - busy else None
             for name, claimed in list(self._known.items()):
                 if stop.is_set() or name in busy:
                     continue
                 try:
+                    refresh = (rounds + zlib.crc32(name.encode())) % UNCHANGED_REPORT_ROUNDS == 0
                     told = None if refresh else self._reported.get(name)
                     seen = await Reconciliation(parts.ports, claimed).report_components(told, listed)
                 except Exception as error:  # reporting must never stop the agent
