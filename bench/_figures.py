@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: percentiles, a free port, `styrmin server` on loopback, and the
-memory and CPU of a process tree read from ``/proc``."""
+"""What the benchmark scripts share: percentiles, a free port, `styrmin server` on loopback, requests
+timed from a process of their own, and the memory and CPU of a process tree read from ``/proc``."""
 
 from __future__ import annotations
 
@@ -14,11 +14,54 @@ from contextlib import contextmanager
 import httpx
 from cryptography.fernet import Fernet
 
+_TIMED_GETS = """
+import json, sys, time
+import httpx
+url, path, count, headers, cookies = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]), json.loads(sys.argv[5])
+seconds = []
+with httpx.Client(base_url=url, headers=headers, cookies=cookies, timeout=60) as client:
+    for _ in range(count):
+        started = time.perf_counter()
+        response = client.get(path)
+        seconds.append(time.perf_counter() - started)
+        if response.status_code != 200:
+            sys.exit(f"GET {path} answered {response.status_code}")
+print(json.dumps(seconds))
+"""
+
 
 def percentile(values: list[float], fraction: float) -> float:
     """The value below which ``fraction`` of ``values`` lie (nearest rank)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def timed_gets(
+    url: str, path: str, count: int, headers: Mapping[str, str], cookies: Mapping[str, str]
+) -> list[float]:
+    """The seconds each of ``count`` GETs of ``path`` took, one after another, from a process of their
+    own (as a browser's would be: a client in the server's process would take turns with it for the
+    interpreter). Raises CalledProcessError when one is not answered 200."""
+    import json
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _TIMED_GETS,
+            url,
+            path,
+            str(count),
+            json.dumps(dict(headers)),
+            json.dumps(dict(cookies)),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    seconds: list[float] = json.loads(done.stdout)
+    return seconds
 
 
 def free_port() -> int:

@@ -10,7 +10,8 @@ with a driver whose only action is an empty upgrade core action, then prints, ea
   local cluster, the applications it runs);
 - the idle stack: its CPU over 30 s as a share of one core, and its memory (PSS of every process);
 - ``--deployments N`` (default 0; the issue's figure is 200): N more deployments, their components
-  stopped, then the idle CPU again and the p99 of the deployments page and ``GET /api/v1/deployments``;
+  stopped, then the idle CPU again and the p99 of the deployments page and ``GET /api/v1/deployments``
+  (200 requests each, from a process of their own, as a browser is);
 - ``--fleet N`` (default 20): N deployments upgraded at once, 20 times; the median beside a lone
   upgrade's.
 
@@ -33,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
-from _figures import command_line, cpu_seconds, percentile, process_tree, tree_pss_mb
+from _figures import command_line, cpu_seconds, percentile, process_tree, timed_gets, tree_pss_mb
 
 import styrmin
 from styrmin_backend.testing import StyrminStack
@@ -48,6 +49,8 @@ IDLE_PSS_TARGET_MB = 500
 IDLE_CPU_WITH_MANY_TARGET = 0.05
 PAGE_P99_TARGET = 0.1
 FLEET_RATIO_TARGET = 2.0
+PAGE_REQUESTS = 200
+"""Requests of each list timed: enough that the p99 is not the single slowest one."""
 
 EMPTY_ACTIONS = """from prefect import flow
 
@@ -254,22 +257,22 @@ def many(stack: StyrminStack, count: int, idle_seconds: float) -> None:
         "/login", data={"username": "admin", "password": stack.admin_password, "csrf_token": form.group(1)}
     )
     assert signed_in.status_code in (200, 303), signed_in.text[:300]
-    api = httpx.Client(
-        base_url=stack.url, timeout=60, headers={"Authorization": f"Bearer {stack.client.token}"}
-    )
     for label, path in (
         ("deployments page", "/deployments"),
         ("GET /api/v1/deployments", "/api/v1/deployments"),
     ):
-        seconds = []
-        for _ in range(60):
-            started = time.perf_counter()
-            response = (api if path.startswith("/api") else http).get(path)
-            seconds.append(time.perf_counter() - started)
-            assert response.status_code == 200, (path, response.status_code)
+        api = path.startswith("/api")
+        seconds = timed_gets(
+            stack.url,
+            path,
+            PAGE_REQUESTS,
+            {"Authorization": f"Bearer {stack.client.token}"} if api else {},
+            {} if api else dict(http.cookies),
+        )
         p99 = percentile(seconds, 0.99)
         print(
             f"  {label}: p50 {statistics.median(seconds) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
+            f" ({PAGE_REQUESTS} requests from a process of their own)"
             f"   (target <= {PAGE_P99_TARGET * 1000:.0f} ms: {verdict(p99 <= PAGE_P99_TARGET)})"
         )
 

@@ -336,9 +336,9 @@ class Agent:
         except Exception as error:
             if not self._said_unlisted:
                 self._said_unlisted = True
-                log.warning(
-                    "Could not list the component workloads across namespaces (%s); reading each one "
-                    "instead. Let the agent list Deployments and StatefulSets cluster-wide to save that.",
+                log.info(
+                    "The component workloads could not be listed across namespaces (%s); each is read "
+                    "on its own instead (as expected where the agent's RBAC covers some namespaces only).",
                     describe_error(error),
                 )
             return None
