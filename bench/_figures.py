@@ -3,6 +3,7 @@ timed from a process of their own, and the memory and CPU of a process tree read
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -42,8 +43,6 @@ def timed_gets(
     """The seconds each of ``count`` GETs of ``path`` took, one after another, from a process of their
     own (as a browser's would be: a client in the server's process would take turns with it for the
     interpreter). Raises CalledProcessError when one is not answered 200."""
-    import json
-
     done = subprocess.run(
         [
             sys.executable,

@@ -148,8 +148,6 @@ class FakeCluster:
         self.styrmin_deployments: dict[tuple[str, str], dict[str, Any]] = {}
         self.namespaces: set[str] = set()
         self.workloads: dict[tuple[str, str, str], WorkloadView] = {}
-        self.listings = 0
-        """How often ``component_workloads`` was asked."""
         self.secrets: dict[tuple[str, str], dict[str, str]] = {}
         self.scaled_by_others: dict[str, tuple[int, int | None]] = {}
         """Workload name -> the replicas another change asks for while a task waits for them, and the
@@ -184,7 +182,6 @@ class FakeCluster:
             raise ClusterError(f"{kind} {namespace}/{name} could not be read: not found") from None
 
     async def component_workloads(self, kinds: Collection[str]) -> dict[WorkloadKey, WorkloadView]:
-        self.listings += 1
         return {WorkloadKey(*key): view for key, view in self.workloads.items() if key[1] in kinds}
 
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:

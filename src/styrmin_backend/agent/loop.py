@@ -99,10 +99,11 @@ class Agent:
         self._cancelled: set[int] = set()
         """Tasks the server said were cancelled: their reconciliation was stopped on purpose."""
         self._known: dict[str, Claim] = {}
-        self._reported: dict[str, list[ComponentStatus]] = {}
-        self._said_unlisted = False
-        """What the periodic report last told the server of each deployment's components."""
         """The latest task of each deployment this agent ran, to report its components between tasks."""
+        self._reported: dict[str, list[ComponentStatus]] = {}
+        """What the periodic report last told the server of each deployment's components."""
+        self._said_unlisted = False
+        """Whether the log already says that the cluster refused to list the component workloads."""
         self.warm = threading.Event()
         """Set once the agent serves and its action processes are all started (from any thread)."""
 

@@ -85,16 +85,13 @@ def read_deployment(session: Session, name: str) -> Deployment:
 
 
 def list_deployments(session: Session) -> list[Deployment]:
-    """Every deployment that is not deleted, by name.
-
-    Read as plain rows rather than ORM objects: nothing is changed, and a list of hundreds spent
-    most of its time making ORM objects and reading their attributes back."""
-    found = session.execute(
+    """Every deployment that is not deleted, by name."""
+    return Deployment.read_all(
+        session,
         select(*DeploymentRow.__table__.columns)
         .where(DeploymentRow.status != DeploymentStatus.DELETED.value)
-        .order_by(DeploymentRow.name)
+        .order_by(DeploymentRow.name),
     )
-    return [Deployment.model_validate(dict(row)) for row in found.mappings()]
 
 
 def create_deployment(

@@ -99,9 +99,9 @@ def last_tasks(session: Session, deployment_ids: Sequence[int]) -> dict[int, Tas
         .where(TaskRow.deployment_id.in_(deployment_ids))
         .group_by(TaskRow.deployment_id)
     )
-    # Plain rows, not ORM objects: nothing is changed, and making hundreds of those cost most of it.
-    found = session.execute(select(*TaskRow.__table__.columns).where(TaskRow.id.in_(newest)))
-    items = with_waiting(session, [Task.model_validate(dict(row)) for row in found.mappings()])
+    items = with_waiting(
+        session, Task.read_all(session, select(*TaskRow.__table__.columns).where(TaskRow.id.in_(newest)))
+    )
     return {task.deployment_id: task for task in items if task.deployment_id}
 
 
