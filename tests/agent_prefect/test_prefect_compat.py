@@ -74,48 +74,45 @@ def test_skip_the_engines_first_update_still_holds() -> None:
     )
 
 
-def test_skip_the_read_after_running_still_holds() -> None:
-    import prefect.server.models  # noqa: F401  (global_policy imports it, in a cycle)
+def test_flow_run_made_running_still_holds() -> None:
+    import prefect.server.models  # noqa: F401  (the policies import it, in a cycle)
     from prefect import flow_engine
-    from prefect.client.schemas.objects import FlowRun
-    from prefect.server.orchestration import global_policy
+    from prefect.server.models import flow_runs
+    from prefect.server.orchestration import core_policy, global_policy
+    from prefect.server.schemas.states import StateType
+    from prefect.utilities import engine
 
     engines = [flow_engine.FlowRunEngine, flow_engine.AsyncFlowRunEngine]
-    reads = [inspect.getsource(engine.setup_run_context) for engine in engines]
+    reads = [inspect.getsource(each.setup_run_context) for each in engines]
     _holds(
-        "skip_the_read_after_running",
+        "flow_run_made_running",
         "self.flow_run = client.read_flow_run(self.flow_run.id)" in reads[0]
         and "self.flow_run = await client.read_flow_run(self.flow_run.id)" in reads[1],
         "the engines' read of the flow run in setup_run_context",
     )
-    # What the patch applies for a first Running: the run count and start time (and the state,
-    # which the engine already holds). The others change nothing there, or only the state itself.
-    rules = [rule.__name__ for rule in global_policy.GlobalFlowPolicy.priority()]
     _holds(
-        "skip_the_read_after_running",
-        rules
-        == [
-            "EnsureFlowRunStateTimestampIsUnique",
-            "SetRunStateType",
-            "SetRunStateName",
-            "SetRunStateTimestamp",
-            "SetStartTime",
-            "SetEndTime",
-            "IncrementRunTime",
-            "SetExpectedStartTime",
-            "SetNextScheduledStartTime",
-            "UpdateStateDetails",
-            "UpdateSubflowParentTask",
-            "UpdateSubflowStateDetails",
-            "IncrementFlowRunCount",
-            "RemoveResumingIndicator",
-        ],
-        "the server's rules for a flow run's state changes",
+        "flow_run_made_running",
+        all("new_state = Running()" in inspect.getsource(each.begin_run) for each in engines)
+        and "partial(client.set_flow_run_state, flow_run_id, state, force=force)"
+        in inspect.getsource(engine.propose_state),
+        "the engines proposing Running() through client.set_flow_run_state",
     )
+    # The creation orchestrates its state with force: the minimal policy (which still tells the
+    # state change as an event) and the global rules, which count the run and set its start time.
     _holds(
-        "skip_the_read_after_running",
-        {"run_count", "start_time", "state_id", "state"} <= set(FlowRun.model_fields),
-        "FlowRun's run_count, start_time, state_id and state",
+        "flow_run_made_running",
+        "force=True" in inspect.getsource(flow_runs.create_flow_run)
+        and "GlobalFlowPolicy.compile_transition_rules" in inspect.getsource(flow_runs.set_flow_run_state),
+        "create_flow_run setting its state with force, under the global rules",
+    )
+    first = (None, StateType.RUNNING)
+    minimal = {rule.__name__ for rule in core_policy.MinimalFlowPolicy.compile_transition_rules(*first)}
+    counted = {rule.__name__ for rule in global_policy.GlobalFlowPolicy.compile_transition_rules(*first)}
+    _holds(
+        "flow_run_made_running",
+        "InstrumentFlowRunStateTransitions" in minimal
+        and {"SetStartTime", "IncrementFlowRunCount"} <= counted,
+        "the rules of a flow run's first Running state",
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any, Final
 PATCHES: Final = (
     "flow_run_in_work_pool",
     "skip_the_engines_first_update",
-    "skip_the_read_after_running",
+    "flow_run_made_running",
     "read_default_result_storage_once",
     "memoize_parameter_schemas",
     "api_log_sink",
@@ -57,17 +57,18 @@ async def create_flow_run_in_work_pool(
     work_pool: str | None,
     work_queue: str | None,
 ) -> Any:
-    """The action's flow run, Pending, in the agent's work pool and queue, made with one request.
+    """The action's flow run, Running, in the agent's work pool and queue, made with one request.
 
     Prefect's ``create_flow_run`` takes no work pool (only a deployment's runs get one), and asks
     the server for the flow's id first. The request body here is the one it sends
     (``FlowRunCreate``), with the flow's id the agent knows from an earlier run and the pool's
-    names. A server that no longer has that flow refuses it: the flow is then made again.
+    names. A server that no longer has that flow refuses it: the flow is then made again. The run
+    is made Running, not Pending: this process runs it at once (see ``flow_run_made_running``).
     """
     from prefect.client.schemas.actions import FlowRunCreate
     from prefect.client.schemas.objects import FlowRun, FlowRunPolicy
     from prefect.exceptions import PrefectHTTPStatusError
-    from prefect.states import Pending, to_state_create
+    from prefect.states import Running, to_state_create
 
     def body(known_flow_id: Any) -> dict[str, Any]:
         create = FlowRunCreate(
@@ -78,7 +79,7 @@ async def create_flow_run_in_work_pool(
             context={},
             tags=list(tags),
             parent_task_run_id=None,
-            state=to_state_create(Pending()),
+            state=to_state_create(Running()),
             empirical_policy=FlowRunPolicy(
                 retries=action.retries, retry_delay=int(action.retry_delay_seconds or 0)
             ),
@@ -145,45 +146,63 @@ def skip_the_engines_first_update(created: Any) -> None:
     SyncPrefectClient.update_flow_run = update_unless_unchanged_sync  # type: ignore[method-assign]
 
 
-# --- skip_the_read_after_running -----------------------------------------------------------------
+# --- flow_run_made_running -----------------------------------------------------------------------
 
 
-def skip_the_read_after_running(created: Any) -> None:
-    """Spare the engine its read of the flow run that follows the first Running state.
+def flow_run_made_running(created: Any) -> None:
+    """Let the engine start a flow run that its creation already made Running, without two calls.
 
-    Once the server accepts Running, Prefect's engine reads the whole flow run back to set up the
-    run's context. For a flow run made here that read tells the engine nothing it does not hold:
-    the engine keeps ``created`` itself and has already put the accepted state on it, and the
-    server's rules for a first Running change only the run count (0 to 1), the start time (the
-    state's timestamp) and the state id. The first read of ``created`` after its first Running is
-    answered here with those applied; every other read (a retry's, another flow run's) is sent.
+    Given a Pending flow run, Prefect's engine proposes Running, then reads the whole flow run back
+    to set up the run's context. A flow run made here is made Running by its creation, which the
+    server orchestrates with the same rules (``force`` skips only the policy that holds runs of a
+    deployment back; the global rules count the run and set its start time). So the engine's first
+    Running proposal for ``created`` is answered here with the creation's state, accepted, and the
+    read that follows with ``created`` itself, which is what the server holds. Every other proposal
+    and read (a retry's, a final state, another flow run's) is sent. (This process runs one flow
+    run, so patching the client classes is safe.)
     """
     from prefect.client.orchestration import PrefectClient, SyncPrefectClient
+    from prefect.client.schemas import OrchestrationResult, SetStateStatus, StateAcceptDetails
 
-    answered: list[bool] = []
+    proposed: list[bool] = []
+    read: list[bool] = []
 
-    def locally(flow_run_id: Any) -> Any:
-        state = created.state
-        if answered or flow_run_id != created.id or created.run_count != 0:
+    def accepted(flow_run_id: Any, state: Any, force: bool) -> Any:
+        made = created.state
+        if proposed or flow_run_id != created.id or force or made is None or not made.is_running():
             return None
-        if state is None or not state.is_running():
+        if not state.is_running():
             return None
-        answered.append(True)
-        created.run_count = 1
-        created.start_time = created.start_time or state.timestamp
-        created.state_id = state.id
+        proposed.append(True)
+        return OrchestrationResult(state=made, status=SetStateStatus.ACCEPT, details=StateAcceptDetails())
+
+    def known(flow_run_id: Any) -> Any:
+        if read or not proposed or flow_run_id != created.id:
+            return None
+        read.append(True)
         return created
 
+    set_async, set_sync = PrefectClient.set_flow_run_state, SyncPrefectClient.set_flow_run_state
     read_async, read_sync = PrefectClient.read_flow_run, SyncPrefectClient.read_flow_run
 
+    async def set_unless_made_async(self: Any, flow_run_id: Any, state: Any, force: bool = False) -> Any:
+        answer = accepted(flow_run_id, state, force)
+        return answer if answer is not None else await set_async(self, flow_run_id, state, force=force)
+
+    def set_unless_made_sync(self: Any, flow_run_id: Any, state: Any, force: bool = False) -> Any:
+        answer = accepted(flow_run_id, state, force)
+        return answer if answer is not None else set_sync(self, flow_run_id, state, force=force)
+
     async def read_unless_known_async(self: Any, flow_run_id: Any) -> Any:
-        known = locally(flow_run_id)
-        return known if known is not None else await read_async(self, flow_run_id)
+        answer = known(flow_run_id)
+        return answer if answer is not None else await read_async(self, flow_run_id)
 
     def read_unless_known_sync(self: Any, flow_run_id: Any) -> Any:
-        known = locally(flow_run_id)
-        return known if known is not None else read_sync(self, flow_run_id)
+        answer = known(flow_run_id)
+        return answer if answer is not None else read_sync(self, flow_run_id)
 
+    PrefectClient.set_flow_run_state = set_unless_made_async  # type: ignore[method-assign,assignment]
+    SyncPrefectClient.set_flow_run_state = set_unless_made_sync  # type: ignore[method-assign,assignment]
     PrefectClient.read_flow_run = read_unless_known_async  # type: ignore[method-assign]
     SyncPrefectClient.read_flow_run = read_unless_known_sync  # type: ignore[method-assign]
 

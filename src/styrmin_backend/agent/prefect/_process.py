@@ -191,7 +191,7 @@ async def _run(job: dict[str, Any], channel: _Channel) -> None:
         flow_id=str(flow_run.flow_id),
     )
     _compat.skip_the_engines_first_update(flow_run)
-    _compat.skip_the_read_after_running(flow_run)
+    _compat.flow_run_made_running(flow_run)
     state: Any
     if action.isasync:
         state = run_flow(action, flow_run=flow_run, parameters=parameters, return_type="state")

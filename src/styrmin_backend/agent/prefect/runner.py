@@ -51,7 +51,8 @@ HEARTBEAT_SECONDS = 30.0
 DEFAULT_WORK_POOL = "styrmin-agents"
 """The Prefect work pool the agents' workers, and their actions' flow runs, are in."""
 WORK_POOL_TYPE = "styrmin-agent"
-"""The type of that pool: no Prefect worker of another kind takes its runs (they start Pending)."""
+"""The type of that pool: no Prefect worker of another kind takes its runs (they start Running, in the
+action's own process)."""
 WORK_QUEUE = "default"
 _AGENT_ONLY_ENV_PREFIXES = ("STYRMIN_", "PREFECT__")
 """The agent's own Styrmin settings (its key among them) and Prefect's per-run variables stay out of

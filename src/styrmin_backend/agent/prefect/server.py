@@ -167,7 +167,7 @@ class LocalPrefectServer:
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "PREFECT_UI_ENABLED": "true",
             # Loop services with nothing to do here, each waking the idle server every few seconds:
-            # Styrmin makes no Prefect deployments (no schedules), and its flow runs start Pending
+            # Styrmin makes no Prefect deployments (no schedules), and its flow runs start Running
             # (never late) and never pause. The foreman stays: it marks workers offline.
             "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
             "PREFECT_SERVER_SERVICES_LATE_RUNS_ENABLED": "false",
