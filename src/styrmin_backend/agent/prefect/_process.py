@@ -76,11 +76,16 @@ def _warm_up() -> None:
 
     # Loaded on first use otherwise, during an action: detect-secrets' plugins (the redaction of a
     # command's output; about 0.3 s, seconds on a busy machine), the SDK clients' CA bundle, the
-    # modules the cluster client's HTTP library loads when its first client is made, and the emoji
-    # table of Prefect's console log handler.
+    # modules the cluster client's HTTP library loads when its first client is made, the emoji
+    # table of Prefect's console log handler, and the regular expressions its highlighter compiles
+    # (into `re`'s cache) for the first line it prints: a millisecond of each action's process.
     redact("warm-up", ["warm-up"])
     tls_context()
     import rich._emoji_codes  # noqa: F401
+    from prefect.logging.highlighters import PrefectConsoleHighlighter
+    from rich.text import Text
+
+    PrefectConsoleHighlighter()(Text("Flow run 'warm-up' - Finished in state Completed() http://127.0.0.1/"))
 
     _make_a_cluster_client()
     _load_the_primitives_backend()
