@@ -479,13 +479,16 @@ def test_an_unknown_part_of_a_task_result_is_refused_naming_it(stack: Stack) -> 
     assert ended.status_code == 422 and "aplied" in ended.text
 
 
-def test_a_task_ending_in_this_server_wakes_waiting_reads_only_once_it_is_committed(stack: Stack) -> None:
+def test_a_task_ending_in_this_server_wakes_the_reads_of_that_task_once_it_is_committed(
+    stack: Stack,
+) -> None:
     # The wait is far longer than the test allows, so only the wake-up can end it in time.
     task_id = _deploy(stack)
+    other_id = _deploy(stack, name="other")
 
     async def wait_while(end: Callable[[], None], allowed: float) -> bool:
         mark = tasks.task_end_mark()
-        waiting = asyncio.create_task(tasks.wait_for_task_end(mark, timeout=600))
+        waiting = asyncio.create_task(tasks.wait_for_task_end(task_id, mark, timeout=600))
         await asyncio.sleep(0)
         await asyncio.to_thread(end)
         try:
@@ -495,20 +498,21 @@ def test_a_task_ending_in_this_server_wakes_waiting_reads_only_once_it_is_commit
             return False
         return True
 
-    def end_and_roll_back() -> None:
-        with contextlib.suppress(RuntimeError), stack.session() as session:
-            task = session.get(TaskRow, task_id)
-            assert task is not None
-            task.status = "failed"
-            session.flush()
-            raise RuntimeError("rolled back")
+    def end(which: int, status: str, roll_back: bool = False) -> Callable[[], None]:
+        def ending() -> None:
+            with contextlib.suppress(RuntimeError), stack.session() as session:
+                task = session.get(TaskRow, which)
+                assert task is not None
+                task.status = status
+                session.flush()
+                if roll_back:
+                    raise RuntimeError("rolled back")
 
-    def end_and_commit() -> None:
-        with stack.session() as session:
-            task = session.get(TaskRow, task_id)
-            assert task is not None
-            task.status = "succeeded"
+        return ending
 
     # A wake-up comes at the end's commit or rollback, which is over before this window opens.
-    assert not asyncio.run(wait_while(end_and_roll_back, 0.5)), "a rolled-back end woke the reads"
-    assert asyncio.run(wait_while(end_and_commit, 60)), "a committed end did not wake the reads"
+    assert not asyncio.run(wait_while(end(task_id, "failed", roll_back=True), 0.5)), (
+        "a rolled-back end woke the reads"
+    )
+    assert not asyncio.run(wait_while(end(other_id, "succeeded"), 0.5)), "another task's end woke the reads"
+    assert asyncio.run(wait_while(end(task_id, "succeeded"), 60)), "a committed end did not wake the reads"

@@ -161,6 +161,30 @@ def test_a_change_committed_in_this_server_wakes_its_claims_without_waiting_for_
         time.sleep(0.01)
 
 
+def test_a_task_ending_wakes_no_claim(stack: Stack) -> None:
+    # A pending change never waits for the one before it, and the agent that ran a task claims again
+    # by itself: an end that woke the waiting claims only made each look at the tasks for nothing.
+    stack.add_driver()
+    agent = _agent_key(stack)
+    wakeups = stack.client.app.state.claim_wakeups  # type: ignore[attr-defined]
+    admin = stack.headers(stack.token_for("admin"))
+    seen = wakeups.mark()
+    assert stack.client.post("/api/v1/deployments", json=CREATE, headers=admin).status_code == 202
+    deadline = time.monotonic() + 60  # on PostgreSQL the NOTIFY of the new task may come later
+    while wakeups.mark().of("local") == seen.of("local"):
+        assert time.monotonic() < deadline, "the new change woke no claim"
+        time.sleep(0.01)
+    claimed = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    time.sleep(0.5)  # the insert's NOTIFY, if it comes twice, comes now
+    before = wakeups.mark()
+
+    ended = stack.client.post(f"/api/v1/agent/tasks/{claimed['task']['id']}/end", json={}, headers=agent)
+
+    assert ended.status_code == 200, ended.text
+    time.sleep(0.5)
+    assert wakeups.mark().of("local") == before.of("local"), "a task's end woke the claims"
+
+
 @pytest.fixture
 def postgres_stack(stack: Stack) -> Stack:
     if stack.engine.dialect.name != "postgresql":

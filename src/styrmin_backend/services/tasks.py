@@ -17,7 +17,7 @@ from styrmin_backend.services.change_models import requested_of
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
-from styrmin_backend.store.wakeups import ANY, TASK_ENDED, Mark
+from styrmin_backend.store.wakeups import TASK_ENDED, Mark, task_key
 
 MAX_PAGE_SIZE = 500
 
@@ -30,10 +30,13 @@ def task_end_mark() -> Mark:
     return _TASK_ENDS.mark()
 
 
-async def wait_for_task_end(mark: Mark, timeout: float) -> None:
-    """Return once a task ended through this process since ``mark`` (a committed transaction), or after
-    ``timeout`` seconds. Ends in other processes are not seen: the caller reads the task again."""
-    await _TASK_ENDS.wait(ANY, mark, timeout)
+async def wait_for_task_end(task_id: int, mark: Mark, timeout: float) -> None:
+    """Return once task ``task_id`` ended through this process since ``mark`` (a committed transaction),
+    or after ``timeout`` seconds. Ends in other processes are not seen: the caller reads the task again.
+
+    Each wait is woken by its own task's end only: with many reads waiting (a fleet of upgrades, each
+    watched), an end that woke them all made every one read its task again."""
+    await _TASK_ENDS.wait(task_key(task_id), mark, timeout)
 
 
 @dataclass(frozen=True)

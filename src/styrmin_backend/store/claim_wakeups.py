@@ -9,10 +9,11 @@ every :data:`POLL_SECONDS` instead. On SQLite a claim waits for a commit of its 
 process serves ``styrmin up`` and owns its database file), which wakes it at once, and looks again
 only when its wait is over.
 
-A task becomes claimable when it is inserted (a change, or a change an action asked for), and a
-change when the change of its deployment before it ends (one change of a deployment runs at a
-time): both notify. A lease that ran out is ended by the next claim of its cluster, which an agent
-makes at least every ``wait_seconds``; ending it notifies too.
+A task becomes claimable when it is inserted (a change, or a change an action asked for): that
+notifies. A change never waits for the change of its deployment before it (each runs as its own
+workflow), so an end notifies nothing; the agent whose slot it frees claims again by itself. A lease
+that ran out is ended by the next claim of its cluster, which an agent makes at least every
+``wait_seconds``.
 """
 
 from __future__ import annotations

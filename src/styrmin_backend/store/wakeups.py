@@ -1,13 +1,14 @@
 """Waking this process's waiting requests once a commit changed a task or a backup location: one
 mechanism, three channels.
 
-- :data:`TASK_ENDED`: a task ended (succeeded or failed). A read of one task with ``wait_until_end``
-  looks at the task every so often and returns at once when it is woken.
+- :data:`TASK_ENDED`: a task ended (succeeded or failed; key: :func:`task_key`). A read of one task
+  with ``wait_until_end`` looks at the task every so often and returns at once when it is woken.
 - :data:`LOCATION_CHECK`: a backup location of a cluster waits for its agent's check; the agent's
   waiting ask for the next check is woken.
-- :data:`TASK_CLAIMABLE`: a task of a cluster may be claimed now (a pending task was inserted, or a
-  change ended, which lets the next change of its deployment start). An agent's waiting claim is
-  woken. The same transaction also sends ``NOTIFY`` :data:`CLAIMABLE_CHANNEL` on PostgreSQL, which
+- :data:`TASK_CLAIMABLE`: a task of a cluster may be claimed now (a pending task was inserted). An
+  agent's waiting claim is woken. A task's end wakes no claim: a pending change never waits for
+  the change before it (each runs as its own workflow; only Helm operations take turns), and the
+  agent whose slot the end frees claims again by itself. The same transaction also sends ``NOTIFY`` :data:`CLAIMABLE_CHANNEL` on PostgreSQL, which
   wakes the claims of the other server processes (``store.claim_wakeups`` listens for it).
 
 The rules are the listeners on ``TaskRow`` below: they note the wake-up in the session, and the
@@ -36,6 +37,11 @@ CLAIMABLE_CHANNEL = "styrmin_task_claimable"
 """PostgreSQL's channel of :data:`TASK_CLAIMABLE`; the payload is the cluster."""
 
 _ENDED = frozenset(status.value for status in TaskStatus if status.ended)
+
+
+def task_key(task_id: int) -> str:
+    """The key of :data:`TASK_ENDED`'s wake-ups for one task."""
+    return f"task:{task_id}"
 
 
 class Mark:
@@ -128,7 +134,7 @@ class Channel:
 
 
 TASK_ENDED = Channel("task_ended")
-"""A task ended (key :data:`ANY`)."""
+"""A task ended (key: :func:`task_key`)."""
 TASK_CLAIMABLE = Channel("task_claimable")
 """A task of a cluster may be claimed (key: the cluster)."""
 LOCATION_CHECK = Channel("location_check")
@@ -148,11 +154,9 @@ def _task_inserted(_mapper: Mapper[Any], connection: Connection, task: TaskRow) 
 
 
 @event.listens_for(TaskRow, "after_update")
-def _task_updated(_mapper: Mapper[Any], connection: Connection, task: TaskRow) -> None:
+def _task_updated(_mapper: Mapper[Any], _connection: Connection, task: TaskRow) -> None:
     if task.status in _ENDED and inspect(task).attrs.status.history.has_changes():
-        TASK_ENDED.note(task, ANY)
-        if task.parent_task_id is None:  # a change that ended lets the next change of its deployment start
-            _claimable(connection, task)
+        TASK_ENDED.note(task, task_key(task.id))
 
 
 def _claimable(connection: Connection, task: TaskRow) -> None:

@@ -120,7 +120,7 @@ async def _until_ended(request: Request, task_id: int, seconds: float) -> None:
         left = deadline - time.monotonic()
         if left <= 0 or await request.is_disconnected():
             return
-        await tasks.wait_for_task_end(mark, min(poll, left))
+        await tasks.wait_for_task_end(task_id, mark, min(poll, left))
 
 
 @router.post("/tasks/{task_id}/retry", response_model=ChangeOut, status_code=202)
