@@ -12,8 +12,9 @@ with a driver whose only action is an empty upgrade core action, then prints, ea
 - ``--deployments N`` (default 0; the issue's figure is 200): N more deployments, their components
   stopped, then the idle CPU again and the p99 of the deployments page and ``GET /api/v1/deployments``
   (200 requests each, from a process of their own, as a browser is);
-- ``--fleet N`` (default 20): N deployments upgraded at once, 20 times; the median beside a lone
-  upgrade's.
+- ``--fleet N`` (default 20): N deployments upgraded at once, ``--fleet-rounds`` times (default 3);
+  each round's time and CPU (per upgrade, and how many cores were busy), and the median beside a
+  lone upgrade's.
 
 The CPU of this process includes the benchmark's own client (small beside the stack's).
 
@@ -214,7 +215,12 @@ def fleet(stack: StyrminStack, size: int, rounds: int) -> None:
         together: list[float] = []
         for index in range(rounds):
             version = f"3.0.{index}"
+            cpu, wall = stack_cpu_seconds(), time.perf_counter()
             together.extend(pool.map(lambda n, v=version: upgrade(stack, n, v), names))
+            cpu, wall = stack_cpu_seconds() - cpu, time.perf_counter() - wall
+            print(
+                f"  round {index + 1}: {wall:.2f} s, CPU {cpu:.2f} s ({cpu / size:.3f} s per upgrade, {cpu / wall:.2f} cores busy)"
+            )
     lone_median, median = statistics.median(lone), statistics.median(together)
     print(f"\n{size} deployments upgraded at once, {rounds} times ({load()}):")
     print(
