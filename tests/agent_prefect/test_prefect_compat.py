@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -136,6 +137,38 @@ def test_memoize_parameter_schemas_still_holds() -> None:
         "parameter_schema(self.fn)" in inspect.getsource(prefect.flows.Flow.__init__),
         "Flow.__init__ calling prefect.flows.parameter_schema",
     )
+
+
+def test_memoize_parameter_validation_still_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    import prefect.flows
+    from prefect.exceptions import ParameterTypeError
+
+    builds = re.findall(r"(?<!V1)ValidatedFunction\(\s*self\.fn, config=", inspect.getsource(prefect.flows))
+    _holds(
+        "memoize_parameter_validation",
+        len(builds) == 2,
+        "Flow.__init__ and Flow.validate_parameters building prefect.flows.ValidatedFunction",
+    )
+    monkeypatch.setattr(prefect.flows, "ValidatedFunction", prefect.flows.ValidatedFunction)
+    built: list[object] = []
+    build = prefect.flows.ValidatedFunction
+    monkeypatch.setattr(
+        prefect.flows, "ValidatedFunction", lambda *a, **k: built.append(a[0]) or build(*a, **k)
+    )
+    _compat.memoize_parameter_validation()
+
+    def one(count: int, name: str = "x") -> None: ...
+
+    def same(count: int, name: str = "x") -> None: ...
+
+    def other(count: str, name: str = "x") -> None: ...
+
+    flows = [prefect.flows.flow(fn) for fn in (one, same, other)]
+    assert flows[1].validate_parameters({"count": "3"}) == {"count": 3, "name": "x"}
+    with pytest.raises(ParameterTypeError):
+        flows[0].validate_parameters({"count": "three"})
+    assert flows[2].validate_parameters({"count": "3"}) == {"count": "3", "name": "x"}
+    _holds("memoize_parameter_validation", built == [one, other], "one model built per signature")
 
 
 def test_api_log_sink_still_holds() -> None:

@@ -99,6 +99,7 @@ def _warm_up() -> None:
     warm = flow(_warm)
     warm.serialize_parameters(warm.validate_parameters({"context": None}))
     _compat.memoize_parameter_schemas()
+    _compat.memoize_parameter_validation()
     _compat.read_default_result_storage_once()
     # The signatures actions have (the seed's among them): their flows' schemas are then ready.
     for parameters in ({"context": GlobalContext}, {"context": GlobalContext, "target_version": str}):
