@@ -168,6 +168,11 @@ def test_a_task_ending_wakes_no_claim(stack: Stack) -> None:
     agent = _agent_key(stack)
     wakeups = stack.client.app.state.claim_wakeups  # type: ignore[attr-defined]
     admin = stack.headers(stack.token_for("admin"))
+    wakeups.mark()  # on PostgreSQL: starts listening, which wakes every claim once
+    deadline = time.monotonic() + 60
+    while stack.engine.dialect.name == "postgresql" and not wakeups.listening:
+        assert time.monotonic() < deadline, "the server never listened"
+        time.sleep(0.01)
     seen = wakeups.mark()
     assert stack.client.post("/api/v1/deployments", json=CREATE, headers=admin).status_code == 202
     deadline = time.monotonic() + 60  # on PostgreSQL the NOTIFY of the new task may come later
