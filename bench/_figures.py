@@ -1,5 +1,6 @@
 """What the benchmark scripts share: percentiles, a free port, `styrmin server` on loopback, requests
-timed from a process of their own, and the memory and CPU of a process tree read from ``/proc``."""
+and upgrades timed from a process of their own, and the memory and CPU of a process tree read from
+``/proc``."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 from cryptography.fernet import Fernet
@@ -63,6 +65,69 @@ def timed_gets(
     return seconds
 
 
+_OPERATOR = """
+import json, sys, time
+import styrmin
+client = styrmin.Client(sys.argv[1], token=sys.argv[2], timeout=600)
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    name, version, interval = json.loads(line)
+    started = time.perf_counter()
+    change = client.deployments.upgrade(name, app_version=version)
+    task = client.tasks.wait(change.task.id, interval=interval, timeout=600)
+    print(json.dumps({"seconds": time.perf_counter() - started, "status": task.status.value, "task": change.task.id}), flush=True)
+"""
+
+
+class Operator:
+    """An operator's script in a process of its own: it upgrades a deployment and waits for the task, on
+    request, as ``styrminctl upgrade --wait`` would. A client in the stack's own process would take turns
+    with the server for the interpreter, and its CPU would count as the stack's."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _OPERATOR, url, token],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._answer()  # imported and ready: its start is not timed
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def upgrade(self, name: str, version: str, interval: float = 1.0) -> float:
+        """Seconds from the upgrade request to the task's end; raises unless the task succeeded."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps([name, version, interval]) + "\n")
+        self.process.stdin.flush()
+        answer = self._answer()
+        if answer["status"] != "succeeded":
+            raise RuntimeError(
+                f"the upgrade of {name} to {version} ended {answer['status']} (task {answer['task']})"
+            )
+        seconds: float = answer["seconds"]
+        return seconds
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the operator's process exited ({self.process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 def free_port() -> int:
     """A TCP port free on loopback right now."""
     with socket.socket() as sock:
@@ -109,8 +174,8 @@ def styrmin_server(env: Mapping[str, str]) -> Iterator[str]:
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def process_tree(root: int) -> list[int]:
-    """``root`` and every process below it."""
+def process_tree(root: int, outside: Collection[int] = ()) -> list[int]:
+    """``root`` and every process below it, but for those of ``outside`` (and the processes below them)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -124,6 +189,8 @@ def process_tree(root: int) -> list[int]:
     found, todo = [], [root]
     while todo:
         pid = todo.pop()
+        if pid in outside:
+            continue
         found.append(pid)
         todo.extend(children.get(pid, []))
     return found
@@ -149,10 +216,10 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(value) for value in fields[11:15]) / _TICKS
 
 
-def tree_pss_mb(root: int) -> tuple[float, list[tuple[float, str]]]:
-    """The PSS of ``root`` and all below it, in MB, and each process's (MB, command line)."""
+def tree_pss_mb(root: int, outside: Collection[int] = ()) -> tuple[float, list[tuple[float, str]]]:
+    """The PSS of ``root`` and all below it but ``outside``, in MB, and each process's (MB, command line)."""
     each = []
-    for pid in process_tree(root):
+    for pid in process_tree(root, outside):
         try:
             with open(f"/proc/{pid}/smaps_rollup") as rollup:
                 kb = next(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))

@@ -16,7 +16,8 @@ with a driver whose only action is an empty upgrade core action, then prints, ea
   each round's time and CPU (per upgrade, and how many cores were busy), and the median beside a
   lone upgrade's.
 
-The CPU of this process includes the benchmark's own client (small beside the stack's).
+The timed upgrades are requested and waited for from processes of their own (``_figures.Operator``), as
+an operator's script would: their CPU and memory are not counted as the stack's.
 
     uv run python bench/action_cost.py [--actions 20] [--idle-seconds 30] [--deployments 200] [--fleet 20]
 """
@@ -31,11 +32,13 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
-from _figures import command_line, cpu_seconds, percentile, process_tree, timed_gets, tree_pss_mb
+from _figures import Operator, command_line, cpu_seconds, percentile, process_tree, timed_gets, tree_pss_mb
 
 import styrmin
 from styrmin_backend.testing import StyrminStack
@@ -81,11 +84,15 @@ def _role(pid: int) -> str:
 ROLES = ("server and agent", "Prefect server", "fork server and actions", "local cluster", "applications")
 
 
+OPERATORS: set[int] = set()
+"""The processes of the benchmark's own clients (``Operator``): not the stack's, not counted."""
+
+
 def stack_cpu_by_role() -> dict[str, float]:
     """CPU seconds of this process and all below it, by role, the ended ones that were waited for
-    included."""
+    included (the operators' processes left out)."""
     seconds = dict.fromkeys(ROLES, 0.0)
-    for pid in process_tree(os.getpid()):
+    for pid in process_tree(os.getpid(), OPERATORS):
         seconds[_role(pid)] += cpu_seconds(pid)
     return seconds
 
@@ -97,7 +104,7 @@ def stack_cpu_seconds() -> float:
 
 def stack_pss_mb() -> tuple[float, list[tuple[float, str]]]:
     """The PSS of this process and all below it, in MB, and each process's (MB, command line)."""
-    return tree_pss_mb(os.getpid())
+    return tree_pss_mb(os.getpid(), OPERATORS)
 
 
 def verdict(met: bool) -> str:
@@ -117,14 +124,20 @@ def empty_action_driver(tmp: Path, version: str) -> Path:
     return folder
 
 
-def upgrade(stack: StyrminStack, name: str, version: str) -> float:
-    started = time.perf_counter()
-    change = stack.client.deployments.upgrade(name, app_version=version)
-    assert change.task is not None
-    task = stack.client.tasks.wait(change.task.id, interval=POLL_SECONDS, timeout=600)
-    elapsed = time.perf_counter() - started
-    assert task.status == styrmin.TaskStatus.SUCCEEDED, task
-    return elapsed
+@contextmanager
+def operators(stack: StyrminStack, count: int) -> Iterator[list[Operator]]:
+    """``count`` operators' processes, as operators scripting upgrades run them (see ``Operator``);
+    their CPU and memory are not the stack's."""
+    made: list[Operator] = []
+    assert stack.client.token is not None
+    try:
+        for _ in range(count):
+            made.append(Operator(stack.url, stack.client.token))
+            OPERATORS.add(made[-1].pid)
+        yield made
+    finally:
+        for operator in made:
+            operator.close()
 
 
 def idle(seconds: float) -> float:
@@ -149,74 +162,83 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         stack.client.drivers.push(empty_action_driver(tmp, "100.0.0"))
         task = stack.create("empty", driver="shop", driver_version="100.0.0", app_version="1.0.0")
         assert task.status == styrmin.TaskStatus.SUCCEEDED, task
-        for warm in range(2):
-            upgrade(stack, "empty", f"0.9.{warm}")
-        time.sleep(3)  # whatever the warm-up left running settles
-
-        times, cpus = [], []
-        by_role: dict[str, list[float]] = {role: [] for role in ROLES}
-        for index in range(args.actions):
-            before_each = stack_cpu_by_role()
-            before = sum(before_each.values())
-            times.append(upgrade(stack, "empty", f"1.0.{index + 1}"))
-            after_each = stack_cpu_by_role()
-            cpus.append(sum(after_each.values()) - before)
-            for role in ROLES:
-                by_role[role].append(after_each[role] - before_each[role])
-        time.sleep(3)
-        settled = stack_cpu_seconds()
-        total_cpu = sum(cpus)
-        print(f"\n{args.actions} empty actions one after another ({load()}):")
-        median_time = statistics.median(times)
-        print(
-            f"  request to end: median {median_time:.3f} s, min {min(times):.3f}, max {max(times):.3f}"
-            f"   (target <= {REQUEST_TO_END_TARGET} s: {verdict(median_time <= REQUEST_TO_END_TARGET)})"
-        )
-        median_cpu = statistics.median(cpus)
-        print(
-            f"  CPU of the stack per action: median {median_cpu:.3f} s, mean {total_cpu / len(cpus):.3f} s, "
-            f"max {max(cpus):.3f}   (target <= {CPU_PER_ACTION_TARGET} s: "
-            f"{verdict(median_cpu <= CPU_PER_ACTION_TARGET)})"
-        )
-        print(
-            "    by part (mean per action): "
-            + ", ".join(f"{role} {statistics.fmean(by_role[role]):.3f} s" for role in ROLES)
-        )
-        print(f"  CPU in the 3 s after the last one (refills): {settled - before - cpus[-1]:.3f} s")
-
-        share = idle(args.idle_seconds)
-        pss, each = stack_pss_mb()
-        print(f"\nidle stack ({load()}):")
-        print(
-            f"  CPU: {100 * share:.1f}% of a core over {args.idle_seconds:g} s"
-            f"   (target <= {100 * IDLE_CPU_TARGET:g}%: {verdict(share <= IDLE_CPU_TARGET)})"
-        )
-        print(
-            f"  memory: {pss:.0f} MB PSS in {len(each)} processes"
-            f"   (target <= {IDLE_PSS_TARGET_MB} MB: {verdict(pss <= IDLE_PSS_TARGET_MB)})"
-        )
-        for mb, command in each:
-            print(f"    {mb:6.0f} MB  {command}")
-
-        if args.fleet:
-            fleet(stack, args.fleet, args.fleet_rounds)
-        if args.deployments:
-            many(stack, args.deployments, args.idle_seconds)
+        # Closed once everything is measured: the CPU of an ended child counts as its parent's.
+        with operators(stack, 1 + args.fleet) as (operator, *fleet_operators):
+            one_after_another(args, operator)
+            if args.fleet:
+                fleet(stack, fleet_operators, args.fleet_rounds)
+            if args.deployments:
+                many(stack, args.deployments, args.idle_seconds)
 
 
-def fleet(stack: StyrminStack, size: int, rounds: int) -> None:
+def one_after_another(args: argparse.Namespace, operator: Operator) -> None:
+    """The empty actions one after another, then the idle stack."""
+    for warm in range(2):
+        operator.upgrade("empty", f"0.9.{warm}", POLL_SECONDS)
+    time.sleep(3)  # whatever the warm-up left running settles
+
+    times, cpus = [], []
+    by_role: dict[str, list[float]] = {role: [] for role in ROLES}
+    for index in range(args.actions):
+        before_each = stack_cpu_by_role()
+        before = sum(before_each.values())
+        times.append(operator.upgrade("empty", f"1.0.{index + 1}", POLL_SECONDS))
+        after_each = stack_cpu_by_role()
+        cpus.append(sum(after_each.values()) - before)
+        for role in ROLES:
+            by_role[role].append(after_each[role] - before_each[role])
+    time.sleep(3)
+    settled = stack_cpu_seconds()
+    total_cpu = sum(cpus)
+    print(f"\n{args.actions} empty actions one after another ({load()}):")
+    median_time = statistics.median(times)
+    print(
+        f"  request to end: median {median_time:.3f} s, min {min(times):.3f}, max {max(times):.3f}"
+        f"   (target <= {REQUEST_TO_END_TARGET} s: {verdict(median_time <= REQUEST_TO_END_TARGET)})"
+    )
+    median_cpu = statistics.median(cpus)
+    print(
+        f"  CPU of the stack per action: median {median_cpu:.3f} s, mean {total_cpu / len(cpus):.3f} s, "
+        f"max {max(cpus):.3f}   (target <= {CPU_PER_ACTION_TARGET} s: "
+        f"{verdict(median_cpu <= CPU_PER_ACTION_TARGET)})"
+    )
+    print(
+        "    by part (mean per action): "
+        + ", ".join(f"{role} {statistics.fmean(by_role[role]):.3f} s" for role in ROLES)
+    )
+    print(f"  CPU in the 3 s after the last one (refills): {settled - before - cpus[-1]:.3f} s")
+
+    share = idle(args.idle_seconds)
+    pss, each = stack_pss_mb()
+    print(f"\nidle stack ({load()}):")
+    print(
+        f"  CPU: {100 * share:.1f}% of a core over {args.idle_seconds:g} s"
+        f"   (target <= {100 * IDLE_CPU_TARGET:g}%: {verdict(share <= IDLE_CPU_TARGET)})"
+    )
+    print(
+        f"  memory: {pss:.0f} MB PSS in {len(each)} processes"
+        f"   (target <= {IDLE_PSS_TARGET_MB} MB: {verdict(pss <= IDLE_PSS_TARGET_MB)})"
+    )
+    for mb, command in each:
+        print(f"    {mb:6.0f} MB  {command}")
+
+
+def fleet(stack: StyrminStack, team: list[Operator], rounds: int) -> None:
+    size = len(team)
     names = [f"fleet{i}" for i in range(size)]
     with ThreadPoolExecutor(size) as pool:
         for task in pool.map(
             lambda n: stack.create(n, driver="shop", driver_version="100.0.0", app_version="1.0.0"), names
         ):
             assert task.status == styrmin.TaskStatus.SUCCEEDED, task
-        lone = [upgrade(stack, names[0], f"2.0.{i}") for i in range(3)]
+        lone = [team[0].upgrade(names[0], f"2.0.{i}", POLL_SECONDS) for i in range(3)]
         together: list[float] = []
         for index in range(rounds):
             version = f"3.0.{index}"
             cpu, wall = stack_cpu_seconds(), time.perf_counter()
-            together.extend(pool.map(lambda n, v=version: upgrade(stack, n, v), names))
+            together.extend(
+                pool.map(lambda each, n, v=version: each.upgrade(n, v, POLL_SECONDS), team, names)
+            )
             cpu, wall = stack_cpu_seconds() - cpu, time.perf_counter() - wall
             print(
                 f"  round {index + 1}: {wall:.2f} s, CPU {cpu:.2f} s ({cpu / size:.3f} s per upgrade, {cpu / wall:.2f} cores busy)"
