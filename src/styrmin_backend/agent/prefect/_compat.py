@@ -155,12 +155,14 @@ def flow_run_made_running(created: Any) -> None:
 
     Given a Pending flow run, Prefect's engine proposes Running, then reads the whole flow run back
     to set up the run's context. A flow run made here is made Running by its creation, which the
-    server orchestrates with the same rules (``force`` skips only the policy that holds runs of a
-    deployment back; the global rules count the run and set its start time). So the engine's first
-    Running proposal for ``created`` is answered here with the creation's state, accepted, and the
-    read that follows with ``created`` itself, which is what the server holds. Every other proposal
-    and read (a retry's, a final state, another flow run's) is sent. (This process runs one flow
-    run, so patching the client classes is safe.)
+    server orchestrates with the rules that matter here: ``force`` skips the core policy, whose rules
+    for a first Running concern a deployment's concurrency lease and a repeated transition id, which
+    an action's run never has; the minimal policy still tells the change as an event, and the global
+    rules count the run and set its start time. So the engine's first Running proposal for
+    ``created`` is answered here with the creation's state, accepted, and the read that follows
+    with ``created`` itself, which is what the server holds. Every other proposal and read (a
+    retry's, a final state, another flow run's) is sent. (This process runs one flow run, so
+    patching the client classes is safe.)
     """
     from prefect.client.orchestration import PrefectClient, SyncPrefectClient
     from prefect.client.schemas import OrchestrationResult, SetStateStatus, StateAcceptDetails
