@@ -137,16 +137,22 @@ def test_a_stopping_server_answers_waiting_claims_at_once(stack: Stack) -> None:
     assert seconds < LONG_WAIT / 2
 
 
+def _listening(wakeups: Any, stack: Stack) -> None:
+    """Return once a mark can be taken that no later wake-up of the listener's start moves: on
+    PostgreSQL the first mark starts listening, and its connect wakes every claim once."""
+    wakeups.mark()
+    deadline = time.monotonic() + 60
+    while stack.engine.dialect.name == "postgresql" and not wakeups.listening:
+        assert time.monotonic() < deadline, "the server never listened"
+        time.sleep(0.01)
+
+
 def test_a_change_committed_in_this_server_wakes_its_claims_without_waiting_for_a_poll(stack: Stack) -> None:
     # On SQLite nothing else could wake them: without the commit's wake-up the mark stays as it was.
     stack.add_driver()
     wakeups = stack.client.app.state.claim_wakeups  # type: ignore[attr-defined]
     admin = stack.headers(stack.token_for("admin"))
-    wakeups.mark()  # on PostgreSQL: starts listening, which wakes every claim once
-    deadline = time.monotonic() + 60
-    while stack.engine.dialect.name == "postgresql" and not wakeups.listening:
-        assert time.monotonic() < deadline, "the server never listened"
-        time.sleep(0.01)
+    _listening(wakeups, stack)
     before = wakeups.mark()
     refused = stack.client.post(
         "/api/v1/deployments", json={**CREATE, "driver_version": "9.9.9"}, headers=admin
@@ -168,11 +174,7 @@ def test_a_task_ending_wakes_no_claim(stack: Stack) -> None:
     agent = _agent_key(stack)
     wakeups = stack.client.app.state.claim_wakeups  # type: ignore[attr-defined]
     admin = stack.headers(stack.token_for("admin"))
-    wakeups.mark()  # on PostgreSQL: starts listening, which wakes every claim once
-    deadline = time.monotonic() + 60
-    while stack.engine.dialect.name == "postgresql" and not wakeups.listening:
-        assert time.monotonic() < deadline, "the server never listened"
-        time.sleep(0.01)
+    _listening(wakeups, stack)
     seen = wakeups.mark()
     assert stack.client.post("/api/v1/deployments", json=CREATE, headers=admin).status_code == 202
     deadline = time.monotonic() + 60  # on PostgreSQL the NOTIFY of the new task may come later
