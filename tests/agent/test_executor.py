@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 from styrmin_backend.agent.backups import CREDENTIALS_SECRET, NO_BACKUP_STORAGE_ERROR
-from styrmin_backend.agent.fakes import FakePorts, FakePrefectHealth, FakeStep
+from styrmin_backend.agent.fakes import FakePorts, FakePrefectHealth, FakeStep, FakeStyrminServer
 from styrmin_backend.agent.ports import LinkedTask
 from styrmin_backend.agent.reconciliation import Reconciliation
+from styrmin_backend.agent.server_api import ServerError
 from styrmin_backend.domain.backups import (
     CHECK_FILES_STEP,
     DELETE_FILES_STEP,
@@ -33,7 +34,7 @@ from styrmin_backend.domain.steps import (
     UNINSTALL_STEP,
 )
 from styrmin_backend.drivers import RenderError, load_driver_spec
-from styrmin_backend.protocol import Claim
+from styrmin_backend.protocol import Claim, ComponentStatus, TaskResult
 from tests.support.drivers import EXAMPLE_DRIVER
 
 TOKEN = "actions-token-0123456789abcdef"
@@ -129,6 +130,60 @@ async def test_create_runs_setup_pre_install_post_and_reports_the_components() -
     assert (seen["server"].replicas, seen["server"].ready_replicas) == (1, 1)
     assert ports.cluster.styrmin_deployments[(NAME, NAME)]["revision"] == 1
     assert [a.is_upgrade for a in ports.helm.applied] == [False]
+
+
+class StepEndsCounted(FakeStyrminServer):
+    """The fake server, counting the steps ended by a call of their own; ``combined`` False refuses
+    the task end's components and last step with a 422, as a server older than them does."""
+
+    def __init__(self, combined: bool = True) -> None:
+        super().__init__()
+        self.combined = combined
+        self.ended_apart: list[int] = []
+
+    async def end_step(self, step_id: int, error: str | None) -> None:
+        self.ended_apart.append(step_id)
+        await super().end_step(step_id, error)
+
+    async def end_task(
+        self,
+        task_id: int,
+        error: str | None,
+        result: TaskResult | None,
+        components: list[ComponentStatus] | None = None,
+        last_step_id: int | None = None,
+    ) -> None:
+        if not self.combined and (components is not None or last_step_id is not None):
+            raise ServerError("422: extra fields not permitted", status_code=422)
+        await super().end_task(task_id, error, result, components, last_step_id)
+
+
+async def test_a_task_that_succeeds_ends_its_last_step_with_its_own_end() -> None:
+    ports = fakes(action("pre", "setup", "pre", "announce"), action("post", "setup", "post", "announce"))
+    ports.server = StepEndsCounted()
+    steps = await run(ports, claim("create", revision=1))
+    assert [s.status for s in steps] == ["succeeded"] * 3
+    assert ports.server.ended_apart == [steps[0].id, steps[1].id]  # the last one came with the task's end
+    assert ports.server.ends[TASK].status == "succeeded" and ports.server.ends[TASK].components
+
+
+async def test_a_server_older_than_the_combined_end_gets_the_step_end_and_components_apart() -> None:
+    ports = fakes()
+    ports.server = StepEndsCounted(combined=False)
+    steps = await run(ports, claim("create", revision=1))
+    assert [s.status for s in steps] == ["succeeded"] and ports.server.ended_apart == [steps[0].id]
+    assert ports.server.ends[TASK].status == "succeeded"
+    assert [name for name, _ in ports.server.reported] == [NAME]
+
+
+async def test_a_failed_step_after_a_succeeded_one_ends_both_as_they_ended() -> None:
+    ports = fakes(action("pre", "setup", "pre", "announce"), action("post", "setup", "post", "fails"))
+    ports.server = StepEndsCounted()
+    ports.runner.fail("fails", "Cache warm-up failed")
+    steps = await run(ports, claim("create", revision=1))
+    assert [s.status for s in steps] == ["succeeded", "succeeded", "failed"]
+    assert ports.server.ended_apart == [s.id for s in steps]
+    assert ports.server.ends[TASK].status == "failed"
 
 
 async def test_an_action_gets_the_reconciliations_token_and_its_hooks_context() -> None:

@@ -231,6 +231,50 @@ def test_an_agent_ends_a_task_and_reports_its_components_in_one_call(stack: Stac
     )
 
 
+def test_a_task_that_succeeds_ends_its_last_step_in_the_same_call(stack: Stack) -> None:
+    task_id = _deploy(stack)
+    _deploy(stack, "other")
+    agent = _agent(stack)
+    claims = [stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json() for _ in range(2)]
+    other_id = next(c["task"]["id"] for c in claims if c["task"]["id"] != task_id)
+    step = stack.client.post(f"/api/v1/agent/tasks/{task_id}/steps", json={"name": "Install"}, headers=agent)
+    other_step = stack.client.post(
+        f"/api/v1/agent/tasks/{other_id}/steps", json={"name": "Install"}, headers=agent
+    ).json()
+    admin = stack.headers(stack.token_for("admin"))
+
+    # A step of another task, or a failed task, is refused by name, and changes nothing.
+    foreign = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/end", json={"last_step_id": other_step["id"]}, headers=agent
+    )
+    assert foreign.status_code == 422 and f"not a step of task {task_id}" in foreign.text
+    with_error = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/end",
+        json={"error": "boom", "last_step_id": step.json()["id"]},
+        headers=agent,
+    )
+    assert with_error.status_code == 422 and "last_step_id" in with_error.text
+    for unchanged in (task_id, other_id):
+        shown = stack.client.get(f"/api/v1/tasks/{unchanged}", headers=admin).json()
+        assert shown["status"] == "running" and shown["steps"][0]["status"] == "running"
+
+    ended = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/end",
+        json={"last_step_id": step.json()["id"], "components": [SERVER_STATUS]},
+        headers=agent,
+    )
+
+    assert ended.status_code == 200 and ended.json()["status"] == "succeeded", ended.text
+    task = stack.client.get(f"/api/v1/tasks/{task_id}", headers=admin).json()
+    assert task["steps"][0]["status"] == "succeeded"
+    assert task["steps"][0]["ended_at"] <= task["ended_at"]
+    # Sent again (its first answer lost), it answers the ended task as it is.
+    again = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/end", json={"last_step_id": step.json()["id"]}, headers=agent
+    )
+    assert again.status_code == 200 and again.json()["status"] == "succeeded"
+
+
 def test_a_task_failing_after_its_action_stopped_a_component_leaves_the_upgrade_failed(
     stack: Stack,
 ) -> None:

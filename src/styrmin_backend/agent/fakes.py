@@ -100,7 +100,15 @@ class FakeStyrminServer:
         error: str | None,
         result: TaskResult | None,
         components: list[ComponentStatus] | None = None,
+        last_step_id: int | None = None,
     ) -> None:
+        if last_step_id is not None:
+            if error is not None or self._step(last_step_id).task_id != task_id:
+                raise ValueError(
+                    "last_step_id: a step of this task, with a task that succeeds (as the server)"
+                )
+            last = self._step(last_step_id)
+            last.ended = True  # in the same call, as the server ends it
         for step in self.steps_of(task_id):  # the task's end ends a step still running, failed
             if not step.ended:
                 step.ended, step.error = True, error

@@ -40,8 +40,9 @@ class StyrminServer(Protocol):
         error: str | None,
         result: TaskResult | None,
         components: list[ComponentStatus] | None = None,
+        last_step_id: int | None = None,
     ) -> None:
-        """End the task (and report the components, when given)."""
+        """End the task (and report the components, and end its last step succeeded, when given)."""
         ...
 
     async def report_components(self, deployment: str, components: list[ComponentStatus]) -> None: ...

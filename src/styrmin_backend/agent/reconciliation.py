@@ -89,8 +89,9 @@ class Reconciliation:
             stopped_components=list(resolved.stopped_components),
         )
         self._result = TaskResult()
-        self._ending_steps: list[asyncio.Future[None]] = []
-        """Ends of succeeded steps sent to the server, whose answers are still awaited."""
+        self._succeeded_step: int | None = None
+        """The step that succeeded last, whose end the server has not been told yet: the next step's
+        start tells it first, or the task's end carries it (one call less per task)."""
         self._hook_context: dict[str, Any] = {}
         """More fields of the actions' GlobalContext (a backup's id and folder)."""
         self._storage: BackupStorage | None = None
@@ -99,8 +100,7 @@ class Reconciliation:
     async def run(self) -> None:
         """Run the plan and end the task: succeeded, or failed with the failing step's error.
 
-        The task ends in one call that also reports the components; the last step's end is sent
-        before the components are read and answered while they are.
+        The task ends in one call that also ends its last step and reports the components.
         """
         error: str | None = None
         components: list[ComponentStatus] | None = None
@@ -108,8 +108,8 @@ class Reconciliation:
         server = self.ports.server
         try:
             await self._workflow()
-            ended = await asyncio.gather(self._steps_ended(), self._components() if reports else _nothing())
-            components = ended[1]
+            if reports:
+                components = await self._components()
         except StepFailed as failed:
             error = str(failed)
         except Exception as unexpected:  # a bug: say so, keep the agent running
@@ -123,14 +123,22 @@ class Reconciliation:
                 await self._steps_ended()
             if reports:
                 components = await self._components()
+        last_step, self._succeeded_step = self._succeeded_step, None  # None after a failure: told
         try:
-            await server.end_task(self.claim.task_id, error, self._result, components)
+            await server.end_task(self.claim.task_id, error, self._result, components, last_step)
         except ServerError as refused:
-            if components is None or refused.status_code != 422:
+            if (components is None and last_step is None) or refused.status_code != 422:
                 raise
-            # A server older than the combined call refuses its unknown field: the two calls instead.
-            log.warning("The server refused the components with the task's end (%s); sent apart.", refused)
-            await self._report(components)
+            # A server older than the combined call refuses its unknown fields: separate calls instead.
+            log.warning(
+                "The server refused the combined end of task %s (%s); sent apart.",
+                self.claim.task_id,
+                refused,
+            )
+            if last_step is not None:
+                await server.end_step(last_step, None)
+            if components is not None:
+                await self._report(components)
             await server.end_task(self.claim.task_id, error, self._result)
 
     async def report_components(
@@ -189,10 +197,10 @@ class Reconciliation:
             return None
 
     async def _steps_ended(self) -> None:
-        """Wait for the answers to the ends of succeeded steps; raises as ``end_step`` does."""
-        ending, self._ending_steps = self._ending_steps, []
-        for answer in ending:
-            await answer
+        """Tell the server the end of the step that succeeded last; raises as ``end_step`` does."""
+        succeeded, self._succeeded_step = self._succeeded_step, None
+        if succeeded is not None:
+            await self.ports.server.end_step(succeeded, None)
 
     # --- the plan --------------------------------------------------------------------------------
 
@@ -286,9 +294,9 @@ class Reconciliation:
             message = redact(f"{name} failed: {describe_error(unexpected)}", [self.claim.actions_token])
             await server.end_step(step_id, message)
             raise StepFailed(message) from unexpected
-        # Sent now, so the server records the step's real end; its answer is awaited before the next
-        # step or the task's end, which meanwhile need not wait for it (run() reads the components).
-        self._ending_steps.append(asyncio.ensure_future(server.end_step(step_id, None)))
+        # Told with the next call: the next step's start follows at once, and the task's end carries the
+        # last one, a few milliseconds after it really ended (the components are read in between).
+        self._succeeded_step = step_id
 
     async def _spec(self) -> DriverSpec:
         return await self.ports.drivers.spec(self.deployment.driver, self.target.driver_version)
@@ -522,7 +530,3 @@ class Reconciliation:
         """The replicas the chart sets for a workload (recorded on it when the chart was applied)."""
         current = await self.ports.cluster.workload(self.namespace, kind, workload)
         return 1 if current.configured_replicas is None else current.configured_replicas
-
-
-async def _nothing() -> None:
-    return None

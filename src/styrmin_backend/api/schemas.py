@@ -493,3 +493,19 @@ class TaskEndRequest(Strict):
         description="The deployment's component workloads as the agent saw them at the task's end, "
         "recorded as PUT /agent/deployments/{name}/components records them; null: not reported here.",
     )
+    last_step_id: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_ID,
+        description="The task's last step, which succeeded: it ends succeeded in the same call, just "
+        "before a task that succeeds (instead of POST /agent/steps/{id}/end first). Only with no error.",
+    )
+
+    @model_validator(mode="after")
+    def _last_step_only_on_success(self) -> TaskEndRequest:
+        if self.error is not None and self.last_step_id is not None:
+            raise ValueError(
+                "last_step_id ends a step succeeded, so it comes only with a task that succeeds; for a "
+                "failed task, end the failed step with its error first (POST /agent/steps/{id}/end)"
+            )
+        return self

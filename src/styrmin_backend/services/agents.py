@@ -260,11 +260,13 @@ def end_claimed_task(
     error: str | None,
     result: dict[str, object] | None,
     components: list[ComponentStatus] | None = None,
+    last_step_id: int | None = None,
 ) -> Task:
     """End a task the agent ran; revokes its actions token and sets the deployment's status.
 
     With ``components``, also records the deployment's component workloads as the agent saw them
-    at the task's end, in the same transaction (one call of the agent instead of two).
+    at the task's end, in the same transaction (one call of the agent instead of two). With
+    ``last_step_id``, that step of the task ends succeeded first, unless it has ended (a retry).
 
     Safe to send again: a task this agent ran that has ended already is answered as it is, except
     that when its lease ran out before the agent's end arrived, the agent's account replaces the
@@ -280,12 +282,26 @@ def end_claimed_task(
             task.stopped_at = task.stopped_at or utcnow()
         return Task.model_validate(task)
     task = held_task(session, agent, task_id)
+    if last_step_id is not None:
+        _end_last_step(session, task, last_step_id)
     if components is not None and task.deployment_id is not None:
         deployment = session.get(DeploymentRow, task.deployment_id)
         if deployment is not None:
             _record_components(deployment, components)
     _end(session, task, error=error, result=dict(result) if result else None)
     return Task.model_validate(task)
+
+
+def _end_last_step(session: Session, task: TaskRow, step_id: int) -> None:
+    """End ``step_id``, a step of ``task``, succeeded; one ended already stays as it ended."""
+    step = session.get(StepRow, step_id)
+    if step is None or step.task_id != task.id:
+        raise InvalidInput(
+            f"last_step_id {step_id} is not a step of task {task.id}: send the id that "
+            f"POST /agent/tasks/{task.id}/steps answered"
+        )
+    if step.ended_at is None:
+        workflow.end_step(session, step_id)
 
 
 def add_held_task_step(session: Session, agent: AgentIdentity, task_id: int, name: str) -> Step:
