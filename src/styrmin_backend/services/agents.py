@@ -37,6 +37,8 @@ class AgentIdentity:
     id: int
     name: str
     cluster: str
+    last_seen_at: datetime | None = None
+    """When the server last noted that the agent called (read with the key, so a claim need not)."""
 
 
 class Agent(ReadModel):
@@ -112,7 +114,7 @@ def authenticate_agent(session: Session, key: str) -> AgentIdentity:
         raise NotAuthenticated(
             "The agent key is not valid or was revoked; ask an administrator for a new one."
         )
-    return AgentIdentity(agent.id, agent.name, agent.cluster)
+    return AgentIdentity(agent.id, agent.name, agent.cluster, agent.last_seen_at)
 
 
 def fail_expired_leases(session: Session, cluster: str) -> list[int]:
@@ -122,14 +124,18 @@ def fail_expired_leases(session: Session, cluster: str) -> list[int]:
     that outage (``domain.outages.lease_ran_out``): no agent could renew then.
     """
     now = utcnow()
-    outage = outages_of(session.get_bind()).last()  # type: ignore[arg-type]
+    # Only leases past their end are read: each claim attempt runs this, and with many tasks running
+    # (a batch of upgrades) loading every running task's row made each attempt grow with them.
     expired = session.scalars(
         select(TaskRow).where(
             TaskRow.cluster == cluster,
             TaskRow.status == TaskStatus.RUNNING.value,
-            TaskRow.lease_expires_at.is_not(None),
+            TaskRow.lease_expires_at <= now,
         )
     ).all()
+    if not expired:
+        return []
+    outage = outages_of(session.get_bind()).last()  # type: ignore[arg-type]
     ended = []
     for task in expired:
         assert task.lease_expires_at is not None
@@ -208,7 +214,7 @@ _SEEN_EVERY = timedelta(seconds=10)
 def _record_seen(session: Session, agent: AgentIdentity) -> None:
     """Note that the agent called, unless that was noted less than ``_SEEN_EVERY`` ago."""
     now = utcnow()
-    seen = session.scalar(select(AgentRow.last_seen_at).where(AgentRow.id == agent.id))
+    seen = agent.last_seen_at
     if seen is None or now - as_utc(seen) >= _SEEN_EVERY:
         session.execute(update(AgentRow).where(AgentRow.id == agent.id).values(last_seen_at=now))
 
