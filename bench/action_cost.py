@@ -235,13 +235,18 @@ def fleet(stack: StyrminStack, team: list[Operator], rounds: int) -> None:
         together: list[float] = []
         for index in range(rounds):
             version = f"3.0.{index}"
-            cpu, wall = stack_cpu_seconds(), time.perf_counter()
+            start, wall = stack_cpu_by_role(), time.perf_counter()
             together.extend(
                 pool.map(lambda each, n, v=version: each.upgrade(n, v, POLL_SECONDS), team, names)
             )
-            cpu, wall = stack_cpu_seconds() - cpu, time.perf_counter() - wall
+            end, wall = stack_cpu_by_role(), time.perf_counter() - wall
+            parts = {role: end[role] - start[role] for role in ROLES}
+            cpu = sum(parts.values())
             print(
-                f"  round {index + 1}: {wall:.2f} s, CPU {cpu:.2f} s ({cpu / size:.3f} s per upgrade, {cpu / wall:.2f} cores busy)"
+                f"  round {index + 1}: {wall:.2f} s, CPU {cpu:.2f} s ({cpu / size:.3f} s per upgrade, "
+                f"{cpu / wall:.2f} cores busy; per upgrade: "
+                + ", ".join(f"{role} {parts[role] / size:.3f}" for role in ROLES[:3])
+                + ")"
             )
     lone_median, median = statistics.median(lone), statistics.median(together)
     print(f"\n{size} deployments upgraded at once, {rounds} times ({load()}):")
