@@ -107,6 +107,31 @@ def _flow_run(model: Any, response: Any, parameters: dict[str, Any]) -> Any:
     return flow_run
 
 
+# --- answered here: the engine's calls this process can answer itself ---------------------------
+
+_SEND = object()
+"""What a local answer returns when the call must go to the Prefect server after all."""
+
+
+def _answer_locally(method: str, local: Callable[..., Any]) -> None:
+    """Answer ``method`` of both Prefect clients with ``local(*args, **kwargs)``, and send the call
+    when that returns ``_SEND``. (This process runs one flow run, so patching the classes is safe.)"""
+    from prefect.client.orchestration import PrefectClient, SyncPrefectClient
+
+    send_async, send_sync = getattr(PrefectClient, method), getattr(SyncPrefectClient, method)
+
+    async def answer_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+        answer = local(*args, **kwargs)
+        return await send_async(self, *args, **kwargs) if answer is _SEND else answer
+
+    def answer_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+        answer = local(*args, **kwargs)
+        return send_sync(self, *args, **kwargs) if answer is _SEND else answer
+
+    setattr(PrefectClient, method, answer_async)
+    setattr(SyncPrefectClient, method, answer_sync)
+
+
 # --- skip_the_engines_first_update ---------------------------------------------------------------
 
 
@@ -116,35 +141,22 @@ def skip_the_engines_first_update(created: Any) -> None:
     Given a flow run, Prefect's engine first sends the flow's version and retry policy to it
     (``update_flow_run``); the flow run was made with both, from the same flow. That call is
     answered here, unsent, when it carries exactly what the flow run was made with; any other
-    update is sent. (This process runs one flow run, so patching the client classes is safe.)
+    update is sent.
     """
-    from prefect.client.orchestration import PrefectClient, SyncPrefectClient
-
     version, policy = created.flow_version, created.empirical_policy.model_copy()
 
-    def unchanged(flow_run_id: Any, args: tuple[Any, ...], changes: dict[str, Any]) -> bool:
-        return (
+    def unchanged(flow_run_id: Any, *args: Any, **changes: Any) -> Any:
+        if (
             flow_run_id == created.id
             and not args
             and set(changes) == {"flow_version", "empirical_policy"}
             and changes["flow_version"] == version
             and changes["empirical_policy"] == policy
-        )
-
-    update_async, update_sync = PrefectClient.update_flow_run, SyncPrefectClient.update_flow_run
-
-    async def update_unless_unchanged_async(self: Any, flow_run_id: Any, *args: Any, **changes: Any) -> Any:
-        if unchanged(flow_run_id, args, changes):
+        ):
             return None  # the engine does not use the answer
-        return await update_async(self, flow_run_id, *args, **changes)
+        return _SEND
 
-    def update_unless_unchanged_sync(self: Any, flow_run_id: Any, *args: Any, **changes: Any) -> Any:
-        if unchanged(flow_run_id, args, changes):
-            return None
-        return update_sync(self, flow_run_id, *args, **changes)
-
-    PrefectClient.update_flow_run = update_unless_unchanged_async  # type: ignore[method-assign]
-    SyncPrefectClient.update_flow_run = update_unless_unchanged_sync  # type: ignore[method-assign]
+    _answer_locally("update_flow_run", unchanged)
 
 
 # --- flow_run_made_running -----------------------------------------------------------------------
@@ -161,53 +173,30 @@ def flow_run_made_running(created: Any) -> None:
     rules count the run and set its start time. So the engine's first Running proposal for
     ``created`` is answered here with the creation's state, accepted, and the read that follows
     with ``created`` itself, which is what the server holds. Every other proposal and read (a
-    retry's, a final state, another flow run's) is sent. (This process runs one flow run, so
-    patching the client classes is safe.)
+    retry's, a final state, another flow run's) is sent.
     """
-    from prefect.client.orchestration import PrefectClient, SyncPrefectClient
     from prefect.client.schemas import OrchestrationResult, SetStateStatus, StateAcceptDetails
 
     proposed: list[bool] = []
     read: list[bool] = []
 
-    def accepted(flow_run_id: Any, state: Any, force: bool) -> Any:
+    def accepted(flow_run_id: Any, state: Any, force: bool = False) -> Any:
         made = created.state
         if proposed or flow_run_id != created.id or force or made is None or not made.is_running():
-            return None
+            return _SEND
         if not state.is_running():
-            return None
+            return _SEND
         proposed.append(True)
         return OrchestrationResult(state=made, status=SetStateStatus.ACCEPT, details=StateAcceptDetails())
 
     def known(flow_run_id: Any) -> Any:
         if read or not proposed or flow_run_id != created.id:
-            return None
+            return _SEND
         read.append(True)
         return created
 
-    set_async, set_sync = PrefectClient.set_flow_run_state, SyncPrefectClient.set_flow_run_state
-    read_async, read_sync = PrefectClient.read_flow_run, SyncPrefectClient.read_flow_run
-
-    async def set_unless_made_async(self: Any, flow_run_id: Any, state: Any, force: bool = False) -> Any:
-        answer = accepted(flow_run_id, state, force)
-        return answer if answer is not None else await set_async(self, flow_run_id, state, force=force)
-
-    def set_unless_made_sync(self: Any, flow_run_id: Any, state: Any, force: bool = False) -> Any:
-        answer = accepted(flow_run_id, state, force)
-        return answer if answer is not None else set_sync(self, flow_run_id, state, force=force)
-
-    async def read_unless_known_async(self: Any, flow_run_id: Any) -> Any:
-        answer = known(flow_run_id)
-        return answer if answer is not None else await read_async(self, flow_run_id)
-
-    def read_unless_known_sync(self: Any, flow_run_id: Any) -> Any:
-        answer = known(flow_run_id)
-        return answer if answer is not None else read_sync(self, flow_run_id)
-
-    PrefectClient.set_flow_run_state = set_unless_made_async  # type: ignore[method-assign,assignment]
-    SyncPrefectClient.set_flow_run_state = set_unless_made_sync  # type: ignore[method-assign,assignment]
-    PrefectClient.read_flow_run = read_unless_known_async  # type: ignore[method-assign]
-    SyncPrefectClient.read_flow_run = read_unless_known_sync  # type: ignore[method-assign]
+    _answer_locally("set_flow_run_state", accepted)
+    _answer_locally("read_flow_run", known)
 
 
 # --- read_default_result_storage_once ------------------------------------------------------------
