@@ -232,6 +232,7 @@ class Reconciliation:
         try:
             for step in plan:
                 if step.operation is Operation.RUN_ACTIONS and isinstance(change, RestoreChange):
+                    await self._steps_ended()  # before the folder is made, which can take a while
                     await self._prepare_restore_hook(change)
                 async with self._step(step.name) as step_id:
                     await self._carry_out(step, step_id)
