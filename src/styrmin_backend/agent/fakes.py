@@ -103,11 +103,11 @@ class FakeStyrminServer:
         last_step_id: int | None = None,
     ) -> None:
         if last_step_id is not None:
-            if error is not None or self._step(last_step_id).task_id != task_id:
+            last = self._step(last_step_id)
+            if error is not None or last.task_id != task_id:
                 raise ValueError(
                     "last_step_id: a step of this task, with a task that succeeds (as the server)"
                 )
-            last = self._step(last_step_id)
             last.ended = True  # in the same call, as the server ends it
         for step in self.steps_of(task_id):  # the task's end ends a step still running, failed
             if not step.ended:

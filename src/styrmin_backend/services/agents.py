@@ -306,8 +306,7 @@ def _end_last_step(session: Session, task: TaskRow, step_id: int) -> None:
             f"last_step_id {step_id} is not a step of task {task.id}: send the id that "
             f"POST /agent/tasks/{task.id}/steps answered"
         )
-    if step.ended_at is None:
-        workflow.end_step(session, step_id)
+    _end_step_once(session, step_id, None)
 
 
 def add_held_task_step(session: Session, agent: AgentIdentity, task_id: int, name: str) -> Step:
@@ -328,6 +327,11 @@ def add_held_task_step(session: Session, agent: AgentIdentity, task_id: int, nam
 def end_held_step(session: Session, agent: AgentIdentity, step_id: int, error: str | None) -> Step:
     """End a step of a task the agent holds; a step ended already is answered as it is (a retry)."""
     held_task(session, agent, workflow.task_of_step(session, step_id))
+    return _end_step_once(session, step_id, error)
+
+
+def _end_step_once(session: Session, step_id: int, error: str | None) -> Step:
+    """End a step; one ended already is answered as it ended (a retried call)."""
     row = session.get(StepRow, step_id)
     if row is not None and row.ended_at is not None:
         return Step.model_validate(row)
