@@ -15,6 +15,8 @@ from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Secret
 
 from styrmin_backend.cluster import HelmReleases
+from styrmin_backend.cluster import helm as helm_releases
+from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_localcluster import LocalCluster
 from tests.support.kubectl import KUBECTL, run_kubectl
 
@@ -116,3 +118,58 @@ def test_the_default_keeps_ten_revisions_as_the_helm_cli_does(cluster: LocalClus
         )
 
     assert [revision for revision, _ in _history(cluster, "default", "shop")] == list(range(3, 13))
+
+
+class _CountedConfig(helm.Config):
+    """Helm's own Config, counted: how many an agent made."""
+
+    made: list[str] = []
+
+    def __init__(self, **options: object) -> None:
+        super().__init__(**options)  # type: ignore[arg-type]
+        _CountedConfig.made.append(str(options.get("namespace")))
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    _CountedConfig.made = []
+    monkeypatch.setattr(helm, "Config", _CountedConfig)
+    return _CountedConfig.made
+
+
+def test_operations_on_a_namespace_reuse_its_helm_config_until_one_fails(
+    cluster: LocalCluster, counted: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kept config skips Helm's discovery of the API on each operation; a failed one is not trusted.
+    monkeypatch.setattr(helm_releases, "KEPT_CONFIGS", 2)
+    releases = HelmReleases(cluster.kubeconfig_path)
+    for namespace in ("kept-a", "kept-a", "kept-b", "kept-a"):
+        assert asyncio.run(releases.apply(CHART, {}, "shop", namespace, TIMEOUT)) is None
+    assert counted == ["kept-a", "kept-b"]
+
+    asyncio.run(releases.apply(CHART, {}, "shop", "kept-c", TIMEOUT))  # a third: the least recent goes
+    asyncio.run(releases.apply(CHART, {}, "shop", "kept-a", TIMEOUT))
+    asyncio.run(releases.apply(CHART, {}, "shop", "kept-b", TIMEOUT))
+    assert counted == ["kept-a", "kept-b", "kept-c", "kept-b"]
+
+    never_ready = {"server": {"image": {"repository": "example.com/no/such/image"}}}
+    with pytest.raises(helm.HelmError):
+        asyncio.run(releases.apply(CHART, never_ready, "shop", "kept-a", 2))
+    assert asyncio.run(releases.apply(CHART, {}, "shop", "kept-a", TIMEOUT)) is None
+    assert counted == ["kept-a", "kept-b", "kept-c", "kept-b", "kept-a"]  # made again after the failure
+    assert _history(cluster, "kept-a", "shop")[-1][1] == "deployed"
+    releases.close()
+
+
+def test_a_config_is_made_again_when_the_clusters_credentials_change(
+    cluster: LocalCluster, counted: list[str], tmp_path: Path
+) -> None:
+    # As a rotated service-account token does: the next operation uses the new one.
+    releases = HelmReleases(ClusterConnection(kubeconfig=cluster.kubeconfig_path))
+    asyncio.run(releases.apply(CHART, {}, "shop", "rotated", TIMEOUT))
+    rotated = tmp_path / "kubeconfig"
+    rotated.write_text(cluster.kubeconfig_path.read_text())
+    releases.connection = ClusterConnection(kubeconfig=rotated)
+    asyncio.run(releases.apply(CHART, {"taskWorker": {"replicas": 0}}, "shop", "rotated", TIMEOUT))
+    assert counted == ["rotated", "rotated"]
+    assert _history(cluster, "rotated", "shop")[-1] == (2, "deployed")
