@@ -124,3 +124,101 @@ def test_a_flow_run_cancelled_in_prefect_cancels_the_task_and_stops_its_reconcil
     runner = CancelFromPrefect(FakeRunnerInMemory(failed), server, 8, lambda: stopped.append(8))
     asyncio.run(runner.run_action(Path("d"), "actions.py::x", {}, {}, 60))
     assert server.cancelled == [(7, "run-1")] and stopped == [7]  # a failure is not a cancel
+
+
+class RenderedInMemory:
+    """A chart the in-memory Helm 'rendered': the task's number, and whether it was discarded."""
+
+    def __init__(self, task: int) -> None:
+        self.task = task
+        self.discarded = False
+
+    async def discard(self) -> None:
+        self.discarded = True
+
+
+class RenderingHelmInMemory(FakeHelmInMemory):
+    """Rendering takes ``render_seconds`` (or fails); ``apply`` is given what ``prepare`` returned."""
+
+    def __init__(self, render_seconds: float = 0.05, fails: bool = False) -> None:
+        super().__init__()
+        self.render_seconds = render_seconds
+        self.fails = fails
+
+    async def prepare(self, request: Any) -> Any:
+        await asyncio.sleep(self.render_seconds)
+        if self.fails:
+            raise RuntimeError("the chart does not render")
+        return RenderedInMemory(request.task)
+
+    async def apply(self, chart: Any, release: str, namespace: str, timeout: int) -> None:
+        await super().apply(chart.task, release, namespace, timeout)
+
+
+class Request:
+    def __init__(self, task: int) -> None:
+        self.task, self.release, self.namespace = task, "shop", "shop"
+
+
+def test_the_lock_is_taken_while_the_chart_renders_and_let_go_of_before_the_task_ends() -> None:
+    server, helm = FakeLockServerInMemory(), RenderingHelmInMemory()
+
+    async def one_task() -> tuple[list[tuple[str, int]], dict[str, int]]:
+        locked = LockedHelmReleases(helm, server, 1, lease_seconds=30)
+        rendering = asyncio.ensure_future(locked.prepare(Request(1)))
+        await asyncio.sleep(0.01)
+        during_rendering = list(server.calls)
+        chart = await rendering
+        await locked.apply(chart, "shop", "shop", 60)
+        held_after_apply = dict(server.holders)  # let go of in the background: maybe still held
+        await locked.settled()
+        await chart.discard()
+        return during_rendering, held_after_apply
+
+    during_rendering, _ = asyncio.run(one_task())
+    assert during_rendering == [("acquire", 1)]  # asked for before the chart was rendered
+    assert helm.order == ["start 1", "end 1"]
+    assert server.holders == {} and server.calls.count(("release", 1)) == 1
+
+
+def test_two_tasks_rendering_at_once_still_take_turns_at_helm(monkeypatch: Any) -> None:
+    monkeypatch.setattr(helm_lock, "HELM_LOCK_POLL_SECONDS", 0.01)
+    server, helm = FakeLockServerInMemory(), RenderingHelmInMemory()
+
+    async def task(number: int) -> None:
+        locked = LockedHelmReleases(helm, server, number, lease_seconds=30)
+        chart = await locked.prepare(Request(number))
+        try:
+            await locked.apply(chart, "shop", "shop", 60)
+        finally:
+            await chart.discard()
+        await locked.settled()
+
+    async def both() -> None:
+        await asyncio.gather(task(1), task(2))
+
+    asyncio.run(both())
+    assert helm.order == ["start 1", "end 1", "start 2", "end 2"]
+    assert server.holders == {}
+
+
+def test_a_chart_left_unused_or_that_does_not_render_lets_go_of_the_lock() -> None:
+    server = FakeLockServerInMemory()
+
+    async def unused() -> None:
+        locked = LockedHelmReleases(RenderingHelmInMemory(), server, 1, lease_seconds=30)
+        chart = await locked.prepare(Request(1))
+        assert server.holders == {"shop/shop": 1}
+        await chart.discard()  # a later revision was in the cluster: not applied
+
+    asyncio.run(unused())
+    assert server.holders == {} and server.calls[-1] == ("release", 1)
+
+    async def broken() -> None:
+        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0, fails=True), server, 2, 30)
+        with contextlib.suppress(RuntimeError):
+            await locked.prepare(Request(2))
+
+    asyncio.run(broken())
+    # The request in flight was answered before the render failed: the lock it got is let go of.
+    assert server.holders == {} and ("acquire", 2) in server.calls and server.calls[-1] == ("release", 2)

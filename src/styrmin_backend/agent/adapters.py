@@ -134,6 +134,9 @@ class HelmCharts:
     async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
         return await self.releases.uninstall(release, namespace, timeout)
 
+    async def settled(self) -> None:
+        return None  # nothing runs in the background
+
 
 class SdkLinkedChanges:
     """Linked changes through the Python SDK, as the reconciliation's actions' token."""

@@ -278,6 +278,9 @@ class FakeHelm:
             del self.cluster.workloads[key]
         return True
 
+    async def settled(self) -> None:
+        return None
+
 
 # --- actions and drivers ------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from styrmin_backend.agent.ports import ChartRequest, Helm, PreparedChart
@@ -42,71 +43,165 @@ class HelmLockApi(Protocol):
     async def release_helm_lock(self, task_id: int, namespace: str, release: str) -> None: ...
 
 
-class LockedHelmReleases:
-    """The Helm port of task ``task_id``: each write to the release under the deployment's Helm lock
-    (rendering a chart needs none)."""
+class _HeldLock:
+    """The Helm lock of one release for one task: taken, renewed while held, let go of once."""
 
-    def __init__(self, helm: Helm, api: HelmLockApi | ServerApi, task_id: int, lease_seconds: int) -> None:
-        self._helm = helm
+    def __init__(self, api: HelmLockApi | ServerApi, task_id: int, namespace: str, release: str, lease: int):
         self._api = api
         self._task_id = task_id
-        self._lease_seconds = lease_seconds
+        self.namespace = namespace
+        self.release = release
+        self._lease_seconds = lease
+        self.held = False
+        self.wanted = True
+        """False: stop asking once the request in flight is answered (the chart is not applied)."""
+        self._renewing: asyncio.Task[None] | None = None
 
-    async def prepare(self, request: ChartRequest) -> PreparedChart:
-        """Render the chart, as the wrapped port does."""
-        return await self._helm.prepare(request)
-
-    async def apply(self, chart: PreparedChart, release: str, namespace: str, timeout: int) -> str | None:
-        """Install or upgrade once no other task runs a Helm operation on the release."""
-        async with self._held(namespace, release):
-            return await _to_the_end(self._helm.apply(chart, release, namespace, timeout))
-
-    async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
-        """Uninstall once no other task runs a Helm operation on the release."""
-        async with self._held(namespace, release):
-            return await _to_the_end(self._helm.uninstall(release, namespace, timeout))
-
-    @asynccontextmanager
-    async def _held(self, namespace: str, release: str) -> AsyncIterator[None]:
+    async def take(self) -> None:
+        """Ask until the lock is held, or until it is no longer wanted."""
         waited_for: int | None = None
-        while True:
-            answer = await self._api.acquire_helm_lock(self._task_id, namespace, release, self._lease_seconds)
+        while self.wanted:
+            answer = await self._api.acquire_helm_lock(
+                self._task_id, self.namespace, self.release, self._lease_seconds
+            )
             if answer.acquired:
-                break
+                self.held = True
+                self._renewing = asyncio.create_task(self._renew())
+                return
             if answer.holder_task_id != waited_for:
                 waited_for = answer.holder_task_id
                 log.info(
                     "Task %s waits for the Helm operation of task %s on release %s",
                     self._task_id,
                     waited_for,
-                    release,
+                    self.release,
                 )
             await asyncio.sleep(HELM_LOCK_POLL_SECONDS)
-        renewing = asyncio.create_task(self._renew(namespace, release))
-        try:
-            yield
-        finally:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
-            try:
-                await self._api.release_helm_lock(self._task_id, namespace, release)
-            except ServerError as error:  # its lease runs out instead, and the next task takes it then
-                log.warning("Could not let go of the Helm lock of %s: %s", release, error)
 
-    async def _renew(self, namespace: str, release: str) -> None:
+    async def let_go(self) -> None:
+        """Stop renewing and let go of the lock, if held (once)."""
+        if not self.held:
+            return
+        self.held = False
+        if self._renewing is not None:
+            self._renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewing
+        try:
+            await self._api.release_helm_lock(self._task_id, self.namespace, self.release)
+        except ServerError as error:  # its lease runs out instead, and the next task takes it then
+            log.warning("Could not let go of the Helm lock of %s: %s", self.release, error)
+
+    async def _renew(self) -> None:
         delay = self._lease_seconds / 3
         while True:
             await asyncio.sleep(delay)
             try:
-                await self._api.renew_helm_lock(self._task_id, namespace, release, self._lease_seconds)
+                await self._api.renew_helm_lock(
+                    self._task_id, self.namespace, self.release, self._lease_seconds
+                )
                 delay = self._lease_seconds / 3
             except ServerError as error:
                 if error.status_code == 409:
-                    log.error("Task %s lost the Helm lock of %s: %s", self._task_id, release, error)
+                    log.error("Task %s lost the Helm lock of %s: %s", self._task_id, self.release, error)
                     return
-                log.warning("Could not renew the Helm lock of %s (trying again): %s", release, error)
+                log.warning("Could not renew the Helm lock of %s (trying again): %s", self.release, error)
                 delay = min(2.0, self._lease_seconds / 6)
+
+
+async def _give_up(taking: asyncio.Future[None], lock: _HeldLock) -> None:
+    """Stop taking a lock that will not be used: the request in flight is answered first (a lock
+    granted then would otherwise stay held until its lease ran out), and a held lock is let go of."""
+    lock.wanted = False
+    with contextlib.suppress(Exception):
+        await asyncio.shield(taking)
+    await lock.let_go()
+
+
+@dataclass
+class LockedChart:
+    """A chart rendered while its release's Helm lock was taken: applied under it, or let go of."""
+
+    chart: PreparedChart
+    lock: _HeldLock
+
+    async def discard(self) -> None:
+        await self.lock.let_go()  # unused: nothing to wait for
+        await self.chart.discard()
+
+
+class LockedHelmReleases:
+    """The Helm port of task ``task_id``: each write to the release under the deployment's Helm lock.
+
+    The lock is taken while the chart renders (rendering needs none, but the lock is needed next),
+    and let go of in the background after a successful apply, while the task reads its components;
+    ``settled`` waits for that, before the task's end and before the lock is taken again.
+    """
+
+    def __init__(self, helm: Helm, api: HelmLockApi | ServerApi, task_id: int, lease_seconds: int) -> None:
+        self._helm = helm
+        self._api = api
+        self._task_id = task_id
+        self._lease_seconds = lease_seconds
+        self._letting_go: list[asyncio.Task[None]] = []
+
+    def _lock(self, namespace: str, release: str) -> _HeldLock:
+        return _HeldLock(self._api, self._task_id, namespace, release, self._lease_seconds)
+
+    async def prepare(self, request: ChartRequest) -> PreparedChart:
+        """Render the chart, as the wrapped port does, while the release's lock is taken."""
+        await self.settled()  # a lock let go of in the background is let go of before it is taken again
+        lock = self._lock(request.namespace, request.release)
+        taking = asyncio.ensure_future(lock.take())
+        try:
+            chart = await self._helm.prepare(request)
+        except BaseException:
+            await _give_up(taking, lock)
+            raise
+        try:
+            await asyncio.shield(taking)
+        except BaseException:
+            await _give_up(taking, lock)
+            await chart.discard()
+            raise
+        return LockedChart(chart, lock)
+
+    async def apply(self, chart: PreparedChart, release: str, namespace: str, timeout: int) -> str | None:
+        """Install or upgrade once no other task runs a Helm operation on the release."""
+        if not isinstance(chart, LockedChart):  # rendered elsewhere: the lock is taken now
+            async with self._held(namespace, release):
+                return await _to_the_end(self._helm.apply(chart, release, namespace, timeout))
+        lock = chart.lock
+        assert lock.held and (lock.namespace, lock.release) == (namespace, release), (
+            "taken for another release"
+        )
+        try:
+            recovered = await _to_the_end(self._helm.apply(chart.chart, release, namespace, timeout))
+        except BaseException:
+            await lock.let_go()
+            raise
+        self._letting_go.append(asyncio.create_task(lock.let_go()))
+        return recovered
+
+    async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
+        """Uninstall once no other task runs a Helm operation on the release."""
+        async with self._held(namespace, release):
+            return await _to_the_end(self._helm.uninstall(release, namespace, timeout))
+
+    async def settled(self) -> None:
+        """Wait until the locks let go of in the background are let go of."""
+        letting_go, self._letting_go = self._letting_go, []
+        await asyncio.gather(*letting_go)
+
+    @asynccontextmanager
+    async def _held(self, namespace: str, release: str) -> AsyncIterator[None]:
+        await self.settled()
+        lock = self._lock(namespace, release)
+        await lock.take()
+        try:
+            yield
+        finally:
+            await lock.let_go()
 
 
 async def _to_the_end(operation: Awaitable[_T]) -> _T:

@@ -177,6 +177,10 @@ class Helm(Protocol):
         """Uninstall; False when the release was not installed."""
         ...
 
+    async def settled(self) -> None:
+        """Wait for what an operation left running in the background (the Helm lock let go of)."""
+        ...
+
 
 class ActionResult(Protocol):
     """How an action's run ended."""

@@ -124,6 +124,8 @@ class Reconciliation:
             if reports:
                 components = await self._components()
         last_step, self._succeeded_step = self._succeeded_step, None  # None after a failure: told
+        with contextlib.suppress(Exception):  # logged where it failed; the lease runs out instead
+            await self.ports.helm.settled()  # the Helm lock let go of before the task ends
         try:
             await server.end_task(self.claim.task_id, error, self._result, components, last_step)
         except ServerError as refused:
