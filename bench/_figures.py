@@ -227,3 +227,30 @@ def tree_pss_mb(root: int, outside: Collection[int] = ()) -> tuple[float, list[t
             continue
         each.append((kb / 1024, command_line(pid)[:90]))
     return sum(mb for mb, _ in each), sorted(each, reverse=True)
+
+
+ROLES = ("server and agent", "Prefect server", "fork server and actions", "local cluster", "applications")
+"""The parts of the stack ``cpu_by_role`` counts apart; "server and agent" is the benchmark's own process."""
+
+
+def stack_role(pid: int) -> str:
+    """Which part of the stack a process below the benchmark is, by its command line."""
+    if pid == os.getpid():
+        return "server and agent"
+    command = command_line(pid)
+    if "agent.prefect._process" in command:
+        return "fork server and actions"
+    if "runpy" in command:
+        return "Prefect server"
+    if "styrmin_localcluster" in command:
+        return "local cluster"
+    return "applications"
+
+
+def cpu_by_role(outside: Collection[int] = ()) -> dict[str, float]:
+    """CPU seconds of this process and all below it but ``outside``, by role (``ROLES``), the ended
+    processes that were waited for included."""
+    seconds = dict.fromkeys(ROLES, 0.0)
+    for pid in process_tree(os.getpid(), outside):
+        seconds[stack_role(pid)] += cpu_seconds(pid)
+    return seconds

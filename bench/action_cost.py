@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
-from _figures import Operator, command_line, cpu_seconds, percentile, process_tree, timed_gets, tree_pss_mb
+from _figures import ROLES, Operator, cpu_by_role, percentile, timed_gets, tree_pss_mb
 
 import styrmin
 from styrmin_backend.testing import StyrminStack
@@ -67,34 +67,13 @@ async def empty(context: GlobalContext) -> None:
 """
 
 
-def _role(pid: int) -> str:
-    """Which part of the stack a process of the tree is, by its command line."""
-    if pid == os.getpid():
-        return "server and agent"
-    command = command_line(pid)
-    if "agent.prefect._process" in command:
-        return "fork server and actions"
-    if "runpy" in command:
-        return "Prefect server"
-    if "styrmin_localcluster" in command:
-        return "local cluster"
-    return "applications"
-
-
-ROLES = ("server and agent", "Prefect server", "fork server and actions", "local cluster", "applications")
-
-
 OPERATORS: set[int] = set()
 """The processes of the benchmark's own clients (``Operator``): not the stack's, not counted."""
 
 
 def stack_cpu_by_role() -> dict[str, float]:
-    """CPU seconds of this process and all below it, by role, the ended ones that were waited for
-    included (the operators' processes left out)."""
-    seconds = dict.fromkeys(ROLES, 0.0)
-    for pid in process_tree(os.getpid(), OPERATORS):
-        seconds[_role(pid)] += cpu_seconds(pid)
-    return seconds
+    """CPU seconds of this process and all below it, by role (the operators' processes left out)."""
+    return cpu_by_role(OPERATORS)
 
 
 def stack_cpu_seconds() -> float:

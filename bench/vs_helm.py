@@ -15,7 +15,9 @@ Each round starts once the agent's pool of pre-started action processes is full 
 operator's upgrade finds it (a round says how long it waited, when it did). It prints each round, the
 medians and the ratio beside its target (<= 2x), then: the first upgrade
 after the stack is ready (<= 3x Helm), an upgrade while another deployment's upgrade runs, and one
-empty action (an upgrade whose only hook step runs an action that does nothing; <= 0.5 s).
+empty action (an upgrade whose only hook step runs an action that does nothing; <= 0.5 s). Last, the
+rhythms of issue 23 (after a rest, one right after another, two at once; <= 1.5x Helm), and the CPU of
+the stack's processes per upgrade after a rest, by part, beside the same count for the Helm upgrade.
 
 ``--profile`` prints, instead, the timelines of two upgrades (the first after the stack is ready, and
 a later one): every HTTP request the agent and the action's process send (to Styrmin, Prefect and the
@@ -46,6 +48,7 @@ from typing import Any
 
 import helm_python as helm
 import yaml
+from _figures import ROLES, cpu_by_role
 
 import styrmin
 from styrmin_backend.testing import StyrminStack
@@ -203,31 +206,6 @@ def pool_note(waited: float) -> str:
     return f" (waited {waited:.1f} s for the action fork server)" if waited > 1 else ""
 
 
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def stack_cpu_seconds() -> float:
-    """CPU seconds (user + system, from /proc) of this process and every process below it, with
-    the ended children they waited for: the whole stack's, as `styrmin up` runs it."""
-    children: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            stats[int(entry)] = fields
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    total, todo = 0, [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        total += sum(int(value) for value in stats.get(pid, ["0"] * 15)[11:15])
-        todo.extend(children.get(pid, []))
-    return total / _TICKS
-
-
 RHYTHM_TARGET = 1.5
 """Each rhythm's Styrmin upgrade within this many times Helm's (issue 23)."""
 
@@ -345,7 +323,13 @@ def measure_rhythms(
     rounds = max(3, args.rounds // 2)
     helm_other = HelmShop(stack.cluster.kubeconfig_path, tmp, namespace=HELM_NAMESPACE + "-2")
     helm_other.install("1.0.0")
-    figures: dict[str, Any] = {"rest": ([], []), "back to back": ([], []), "two at once": ([], []), "cpu": []}
+    figures: dict[str, Any] = {
+        "rest": ([], []),
+        "back to back": ([], []),
+        "two at once": ([], []),
+        "cpu": [],
+        "helm cpu": [],
+    }
     version_index = iter(range(500, 10_000))
 
     def next_version() -> str:
@@ -354,12 +338,16 @@ def measure_rhythms(
     for _ in range(rounds):
         time.sleep(6)
         version = next_version()
-        before = stack_cpu_seconds()
+        before = cpu_by_role()
         seconds, _ = styrmin_upgrade(stack, "shop", version)
-        figures["cpu"].append(stack_cpu_seconds() - before)
+        after = cpu_by_role()
+        figures["cpu"].append({role: after[role] - before[role] for role in ROLES})
         time.sleep(6)
         figures["rest"][0].append(seconds)
+        before = cpu_by_role()
         figures["rest"][1].append(helm_shop.upgrade(version))
+        after = cpu_by_role()
+        figures["helm cpu"].append({role: after[role] - before[role] for role in ROLES})
     styrmin_versions = [next_version() for _ in range(rounds)]
     figures["back to back"][0].extend(styrmin_upgrade(stack, "shop", v)[0] for v in styrmin_versions)
     figures["back to back"][1].extend(helm_shop.upgrade(v) for v in styrmin_versions)
@@ -393,10 +381,24 @@ def print_rhythms(figures: dict[str, Any]) -> None:
             f"helm {statistics.median(theirs):.2f} s (min {min(theirs):.2f}, max {max(theirs):.2f}): "
             f"{ratio:.2f}x   ({verdict(ratio, RHYTHM_TARGET)})"
         )
-    cpu = figures["cpu"]
+    cpu, by_part = _cpu_figures(figures["cpu"])
+    helm_cpu, helm_by_part = _cpu_figures(figures["helm cpu"])
     print(
-        f"  CPU of the whole stack per example upgrade: median {statistics.median(cpu):.2f} s (max {max(cpu):.2f})"
+        f"  CPU of the whole stack per example upgrade: median {statistics.median(cpu):.2f} s (max {max(cpu):.2f});"
+        f" by part (medians, s): {by_part}"
     )
+    print(
+        f"  CPU per Helm upgrade + hook, counted the same way (its Helm runs in the benchmark's process, the"
+        f" idle stack's polls included): median {statistics.median(helm_cpu):.2f} s (max {max(helm_cpu):.2f});"
+        f" by part: {helm_by_part}; Styrmin's is {statistics.median(cpu) / statistics.median(helm_cpu):.2f}x"
+    )
+
+
+def _cpu_figures(rounds: list[dict[str, float]]) -> tuple[list[float], str]:
+    """Each round's CPU seconds, and the medians of the stack's parts that did work, as a line."""
+    totals = [sum(parts.values()) for parts in rounds]
+    parts = ", ".join(f"{role} {statistics.median(r[role] for r in rounds):.3f}" for role in ROLES[:4])
+    return totals, parts
 
 
 # --- --profile -----------------------------------------------------------------------------------

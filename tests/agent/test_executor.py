@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from styrmin_backend.agent.backups import CREDENTIALS_SECRET, NO_BACKUP_STORAGE_ERROR
-from styrmin_backend.agent.fakes import FakePorts, FakePrefectHealth, FakeStep, FakeStyrminServer
+from styrmin_backend.agent.fakes import FakeHelm, FakePorts, FakePrefectHealth, FakeStep, FakeStyrminServer
 from styrmin_backend.agent.ports import LinkedTask
 from styrmin_backend.agent.reconciliation import Reconciliation
 from styrmin_backend.agent.server_api import ServerError
@@ -152,10 +152,41 @@ class StepEndsCounted(FakeStyrminServer):
         result: TaskResult | None,
         components: list[ComponentStatus] | None = None,
         last_step_id: int | None = None,
+        release_helm_locks: bool = False,
     ) -> None:
-        if not self.combined and (components is not None or last_step_id is not None):
+        if not self.combined and (components is not None or last_step_id is not None or release_helm_locks):
             raise ServerError("422: extra fields not permitted", status_code=422)
-        await super().end_task(task_id, error, result, components, last_step_id)
+        await super().end_task(task_id, error, result, components, last_step_id, release_helm_locks)
+
+
+class FakeHelmLeavingLocksToTheEnd(FakeHelm):
+    """The fake Helm port, as the locking wrapper is after a Helm operation the task ends right after:
+    its lock can be left to the task's end; records each ``settled`` call's ``with_end``."""
+
+    def __init__(self, helm: FakeHelm) -> None:
+        super().__init__(helm.cluster, helm.replicas)
+        self.settled_with_end: list[bool] = []
+
+    async def settled(self, *, with_end: bool = False) -> bool:
+        self.settled_with_end.append(with_end)
+        return with_end
+
+
+async def test_a_tasks_end_lets_go_of_the_helm_locks_left_to_it() -> None:
+    ports = fakes()
+    ports.server = StepEndsCounted()
+    ports.helm = helm = FakeHelmLeavingLocksToTheEnd(ports.helm)
+    await run(ports, claim("create", revision=1))
+    assert ports.server.ends[TASK].released_helm_locks is True and helm.settled_with_end == [True]
+
+
+async def test_a_server_older_than_release_helm_locks_gets_the_locks_let_go_of_by_calls() -> None:
+    ports = fakes()
+    ports.server = StepEndsCounted(combined=False)
+    ports.helm = helm = FakeHelmLeavingLocksToTheEnd(ports.helm)
+    await run(ports, claim("create", revision=1))
+    assert ports.server.ends[TASK].status == "succeeded"
+    assert ports.server.ends[TASK].released_helm_locks is False and helm.settled_with_end == [True, False]
 
 
 async def test_a_task_that_succeeds_ends_its_last_step_with_its_own_end() -> None:

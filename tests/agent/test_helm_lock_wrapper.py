@@ -222,3 +222,67 @@ def test_a_chart_left_unused_or_that_does_not_render_lets_go_of_the_lock() -> No
     asyncio.run(broken())
     # The request in flight was answered before the render failed: the lock it got is let go of.
     assert server.holders == {} and ("acquire", 2) in server.calls and server.calls[-1] == ("release", 2)
+
+
+def test_a_task_that_ends_right_after_its_helm_operation_leaves_the_lock_to_its_end() -> None:
+    server = FakeLockServerInMemory()
+
+    async def one_task() -> bool:
+        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, lease_seconds=30)
+        chart = await locked.prepare(Request(1))
+        await locked.apply(chart, "shop", "shop", 60)
+        await chart.discard()
+        return await locked.settled(with_end=True)
+
+    assert asyncio.run(one_task()) is True
+    # No call of its own: the task's end lets go of it (release_helm_locks).
+    assert ("release", 1) not in server.calls and server.holders == {"shop/shop": 1}
+
+
+def test_locks_left_to_an_end_that_could_not_let_go_of_them_are_let_go_of_by_calls() -> None:
+    server = FakeLockServerInMemory()
+
+    async def one_task() -> tuple[bool, bool]:
+        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, lease_seconds=30)
+        chart = await locked.prepare(Request(1))
+        await locked.apply(chart, "shop", "shop", 60)
+        await chart.discard()
+        left = await locked.settled(with_end=True)
+        return left, await locked.settled()  # a server older than release_helm_locks refused the end
+
+    assert asyncio.run(one_task()) == (True, False)
+    assert server.calls.count(("release", 1)) == 1 and server.holders == {}
+
+
+def test_a_task_still_working_after_its_helm_operation_lets_go_of_the_lock_by_itself() -> None:
+    server = FakeLockServerInMemory()
+
+    async def one_task() -> bool:
+        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, lease_seconds=30)
+        chart = await locked.prepare(Request(1))
+        await locked.apply(chart, "shop", "shop", 60)
+        await chart.discard()
+        for _ in range(3000):  # the task waits for its replicas: the lock goes without waiting for it
+            if ("release", 1) in server.calls:
+                break
+            await asyncio.sleep(0.01)
+        return await locked.settled(with_end=True)
+
+    assert asyncio.run(one_task()) is False  # nothing left for the end
+    assert server.calls.count(("release", 1)) == 1 and server.holders == {}
+
+
+def test_a_second_helm_operation_of_a_task_lets_go_of_the_first_lock_at_once() -> None:
+    server = FakeLockServerInMemory()
+
+    async def one_task() -> list[tuple[str, int]]:
+        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, lease_seconds=30)
+        for _ in range(2):
+            chart = await locked.prepare(Request(1))
+            await locked.apply(chart, "shop", "shop", 60)
+            await chart.discard()
+        await locked.settled()
+        return server.calls
+
+    calls = asyncio.run(one_task())
+    assert calls == [("acquire", 1), ("release", 1), ("acquire", 1), ("release", 1)]

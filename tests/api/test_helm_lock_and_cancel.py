@@ -79,6 +79,29 @@ def test_a_helm_lock_whose_holder_crashed_expires_and_the_next_task_takes_it(sta
     assert _lock(stack, one, create, "/renew").status_code == 409
 
 
+def test_a_tasks_end_lets_go_of_its_helm_lock_only_when_asked(stack: Stack) -> None:
+    one, two, create, configure = _two_changes_running(stack)
+    assert _lock(stack, one, create).json()["acquired"] is True
+    end = stack.client.post(f"/api/v1/agent/tasks/{create}/end", json={}, headers=one)
+    assert end.status_code == 200, end.text
+    # Ended without release_helm_locks: the lock stays until released or its lease runs out.
+    assert _lock(stack, two, configure).json() == {"acquired": False, "holder_task_id": create}
+    with stack.session() as session:
+        session.execute(update(HelmLockRow).values(expires_at=utcnow() - timedelta(seconds=1)))
+    assert _lock(stack, two, configure).json()["acquired"] is True
+    wrong = stack.client.post(
+        f"/api/v1/agent/tasks/{configure}/end", json={"release_helm_locks": "yes please"}, headers=two
+    )
+    assert wrong.status_code == 422 and "release_helm_locks" in wrong.text
+    assert _lock(stack, two, configure, "/renew").status_code == 204  # the refused end changed nothing
+    end = stack.client.post(
+        f"/api/v1/agent/tasks/{configure}/end", json={"release_helm_locks": True}, headers=two
+    )
+    assert end.status_code == 200, end.text
+    with stack.session() as session:
+        assert session.query(HelmLockRow).count() == 0
+
+
 def test_a_pending_task_says_whether_no_agent_is_connected_or_all_slots_are_taken(stack: Stack) -> None:
     task_id = _deploy(stack)
     admin = stack.headers(stack.token_for("admin"))

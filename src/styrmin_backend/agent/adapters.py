@@ -134,8 +134,8 @@ class HelmCharts:
     async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
         return await self.releases.uninstall(release, namespace, timeout)
 
-    async def settled(self) -> None:
-        return None  # nothing runs in the background
+    async def settled(self, *, with_end: bool = False) -> bool:
+        return False  # nothing runs in the background
 
 
 class SdkLinkedChanges:

@@ -59,6 +59,7 @@ class FakeTaskEnd:
     error: str | None
     result: TaskResult | None
     components: list[ComponentStatus] | None
+    released_helm_locks: bool = False
 
     @property
     def status(self) -> str:
@@ -101,6 +102,7 @@ class FakeStyrminServer:
         result: TaskResult | None,
         components: list[ComponentStatus] | None = None,
         last_step_id: int | None = None,
+        release_helm_locks: bool = False,
     ) -> None:
         if last_step_id is not None:
             last = self._step(last_step_id)
@@ -112,7 +114,7 @@ class FakeStyrminServer:
         for step in self.steps_of(task_id):  # the task's end ends a step still running, failed
             if not step.ended:
                 step.ended, step.error = True, error
-        self.ends[task_id] = FakeTaskEnd(error, result, components)
+        self.ends[task_id] = FakeTaskEnd(error, result, components, release_helm_locks)
 
     async def report_components(self, deployment: str, components: list[ComponentStatus]) -> None:
         self.reported.append((deployment, components))
@@ -278,8 +280,8 @@ class FakeHelm:
             del self.cluster.workloads[key]
         return True
 
-    async def settled(self) -> None:
-        return None
+    async def settled(self, *, with_end: bool = False) -> bool:
+        return False
 
 
 # --- actions and drivers ------------------------------------------------------------------------------

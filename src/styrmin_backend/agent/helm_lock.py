@@ -26,6 +26,11 @@ log = logging.getLogger("styrmin.agent")
 HELM_LOCK_POLL_SECONDS = 0.5
 """How often a task waiting for another task's Helm operation asks for the lock again."""
 
+LET_GO_AFTER_SECONDS = 0.1
+"""How long a lock stays held after a Helm operation succeeded before a call of its own lets go of it:
+a task that ends sooner lets go of it with its end instead (one call fewer). Short beside how often
+a waiting task asks again (``HELM_LOCK_POLL_SECONDS``)."""
+
 _T = TypeVar("_T")
 
 
@@ -56,6 +61,8 @@ class _HeldLock:
         self.wanted = True
         """False: stop asking once the request in flight is answered (the chart is not applied)."""
         self._renewing: asyncio.Task[None] | None = None
+        self.left_to_end = False
+        """True: the task's end lets go of the lock (``release_helm_locks``), not a call of its own."""
 
     async def take(self) -> None:
         """Ask until the lock is held, or until it is no longer wanted."""
@@ -80,13 +87,25 @@ class _HeldLock:
 
     async def let_go(self) -> None:
         """Stop renewing and let go of the lock, if held (once)."""
-        if not self.held:
-            return
+        if self.held:
+            await self._stop_holding()
+            await self.send_release()
+
+    async def leave_to_end(self) -> None:
+        """Stop renewing, if held: the task's end lets go of the lock."""
+        if self.held:
+            self.left_to_end = True
+            await self._stop_holding()
+
+    async def _stop_holding(self) -> None:
         self.held = False
         if self._renewing is not None:
             self._renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewing
+
+    async def send_release(self) -> None:
+        """Ask the server to let go of the lock (nothing happens when the task holds it no longer)."""
         try:
             await self._api.release_helm_lock(self._task_id, self.namespace, self.release)
         except ServerError as error:  # its lease runs out instead, and the next task takes it then
@@ -124,9 +143,12 @@ class LockedChart:
 
     chart: PreparedChart
     lock: _HeldLock
+    applied: bool = False
+    """Once applied, the lock is let go of as ``LockedHelmReleases.apply`` decided."""
 
     async def discard(self) -> None:
-        await self.lock.let_go()  # unused: nothing to wait for
+        if not self.applied:
+            await self.lock.let_go()  # unused: nothing to wait for
         await self.chart.discard()
 
 
@@ -134,8 +156,9 @@ class LockedHelmReleases:
     """The Helm port of task ``task_id``: each write to the release under the deployment's Helm lock.
 
     The lock is taken while the chart renders (rendering needs none, but the lock is needed next),
-    and let go of in the background after a successful apply, while the task reads its components;
-    ``settled`` waits for that, before the task's end and before the lock is taken again.
+    and let go of in the background after a successful apply, ``LET_GO_AFTER_SECONDS`` later, while the
+    task reads its components; ``settled`` lets go at once, before the lock is taken again, or leaves
+    the locks to the task's end, which usually follows within that time.
     """
 
     def __init__(self, helm: Helm, api: HelmLockApi | ServerApi, task_id: int, lease_seconds: int) -> None:
@@ -143,7 +166,11 @@ class LockedHelmReleases:
         self._api = api
         self._task_id = task_id
         self._lease_seconds = lease_seconds
-        self._letting_go: list[asyncio.Task[None]] = []
+        self._letting_go: list[tuple[_HeldLock, asyncio.Task[None]]] = []
+        self._now = asyncio.Event()
+        """Set: the locks waiting in ``_let_go_soon`` are let go of (or left to the end) at once."""
+        self._left: list[_HeldLock] = []
+        """Locks left to the task's end (``settled(with_end=True)``), until it has let go of them."""
 
     def _lock(self, namespace: str, release: str) -> _HeldLock:
         return _HeldLock(self._api, self._task_id, namespace, release, self._lease_seconds)
@@ -180,18 +207,43 @@ class LockedHelmReleases:
         except BaseException:
             await lock.let_go()
             raise
-        self._letting_go.append(asyncio.create_task(lock.let_go()))
+        chart.applied = True
+        self._letting_go.append((lock, asyncio.create_task(self._let_go_soon(lock, self._now))))
         return recovered
+
+    @staticmethod
+    async def _let_go_soon(lock: _HeldLock, now: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(LET_GO_AFTER_SECONDS):
+                await now.wait()
+        await lock.let_go()  # nothing when it was left to the end meanwhile
 
     async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
         """Uninstall once no other task runs a Helm operation on the release."""
         async with self._held(namespace, release):
             return await _to_the_end(self._helm.uninstall(release, namespace, timeout))
 
-    async def settled(self) -> None:
-        """Wait until the locks let go of in the background are let go of."""
+    async def settled(self, *, with_end: bool = False) -> bool:
+        """Let go now of the locks still held after their operations, each by a call; with ``with_end``,
+        leave those not being let go of yet to the task's end, and answer whether there are any.
+
+        After ``with_end``, a call without it lets go of the locks left by a call each: the end that
+        was to let go of them could not (a server older than ``release_helm_locks``).
+        """
         letting_go, self._letting_go = self._letting_go, []
-        await asyncio.gather(*letting_go)
+        if with_end:
+            for lock, _ in letting_go:
+                await lock.leave_to_end()
+        now, self._now = self._now, asyncio.Event()
+        now.set()
+        await asyncio.gather(*(letting for _, letting in letting_go))
+        if with_end:
+            self._left.extend(lock for lock, _ in letting_go if lock.left_to_end)
+            return bool(self._left)
+        left, self._left = self._left, []
+        for lock in left:
+            await lock.send_release()
+        return False
 
     @asynccontextmanager
     async def _held(self, namespace: str, release: str) -> AsyncIterator[None]:

@@ -41,8 +41,10 @@ class StyrminServer(Protocol):
         result: TaskResult | None,
         components: list[ComponentStatus] | None = None,
         last_step_id: int | None = None,
+        release_helm_locks: bool = False,
     ) -> None:
-        """End the task (and report the components, and end its last step succeeded, when given)."""
+        """End the task (and report the components, end its last step succeeded and let go of its
+        Helm locks, when given)."""
         ...
 
     async def report_components(self, deployment: str, components: list[ComponentStatus]) -> None: ...
@@ -177,8 +179,10 @@ class Helm(Protocol):
         """Uninstall; False when the release was not installed."""
         ...
 
-    async def settled(self) -> None:
-        """Wait for what an operation left running in the background (the Helm lock let go of)."""
+    async def settled(self, *, with_end: bool = False) -> bool:
+        """Wait for what an operation left running in the background (the Helm lock let go of); with
+        ``with_end``, leave to the task's end what it can do instead, and answer whether there is any
+        (then the end asks for it: ``release_helm_locks``)."""
         ...
 
 

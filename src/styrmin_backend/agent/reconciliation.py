@@ -124,12 +124,15 @@ class Reconciliation:
             if reports:
                 components = await self._components()
         last_step, self._succeeded_step = self._succeeded_step, None  # None after a failure: told
+        locks_left = False  # the Helm locks still held after their operations, let go of with the end
         with contextlib.suppress(Exception):  # logged where it failed; the lease runs out instead
-            await self.ports.helm.settled()  # the Helm lock let go of before the task ends
+            locks_left = await self.ports.helm.settled(with_end=True)
         try:
-            await server.end_task(self.claim.task_id, error, self._result, components, last_step)
+            await server.end_task(
+                self.claim.task_id, error, self._result, components, last_step, release_helm_locks=locks_left
+            )
         except ServerError as refused:
-            if (components is None and last_step is None) or refused.status_code != 422:
+            if (components is None and last_step is None and not locks_left) or refused.status_code != 422:
                 raise
             # A server older than the combined call refuses its unknown fields: separate calls instead.
             log.warning(
@@ -137,6 +140,8 @@ class Reconciliation:
                 self.claim.task_id,
                 refused,
             )
+            if locks_left:
+                await self.ports.helm.settled()  # let go of by calls of their own
             if last_step is not None:
                 await server.end_step(last_step, None)
             if components is not None:

@@ -253,14 +253,18 @@ class ServerApi:
         result: TaskResult | None,
         components: list[ComponentStatus] | None = None,
         last_step_id: int | None = None,
+        release_helm_locks: bool = False,
     ) -> None:
         """End a task; with ``components``, the deployment's component workloads are recorded with it,
-        and with ``last_step_id`` that step ends succeeded first (for a task that succeeds)."""
+        with ``last_step_id`` that step ends succeeded first (for a task that succeeds), and with
+        ``release_helm_locks`` the task's Helm locks are let go of."""
         body: dict[str, Any] = {"error": error, "result": (result.as_json() if result else None) or None}
         if components is not None:
             body["components"] = [c.model_dump(mode="json") for c in components]
         if last_step_id is not None:
             body["last_step_id"] = last_step_id
+        if release_helm_locks:
+            body["release_helm_locks"] = True
         await self._call_retrying(
             "POST", f"/tasks/{task_id}/end", json=body, seconds=END_RETRY_FACTOR * self.retry_seconds
         )

@@ -500,6 +500,11 @@ class TaskEndRequest(Strict):
         description="The task's last step, which succeeded: it ends succeeded in the same call, just "
         "before a task that succeeds (instead of POST /agent/steps/{id}/end first). Only with no error.",
     )
+    release_helm_locks: bool = Field(
+        default=False,
+        description="Let go of the Helm locks the task holds, in the same call (instead of POST "
+        "/agent/tasks/{id}/helm-lock/release first): its Helm operations have ended.",
+    )
 
     @model_validator(mode="after")
     def _last_step_only_on_success(self) -> TaskEndRequest:

@@ -151,8 +151,9 @@ def add_step(task_id: IdParam, body: StepCreateRequest, db: Db, agent: Agent) ->
 def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> TaskSummary:
     """End a task: failed with an error, or succeeded. Its actions token is revoked.
 
-    With ``components``, the deployment's component workloads are recorded too, and with
-    ``last_step_id`` the task's last step ends succeeded first: one call instead of three.
+    With ``components``, the deployment's component workloads are recorded too, with
+    ``last_step_id`` the task's last step ends succeeded first, and with ``release_helm_locks`` the
+    task's Helm locks are let go of: one call instead of four.
     """
     return TaskSummary.model_validate(
         agents.end_claimed_task(
@@ -163,6 +164,7 @@ def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> Ta
             result=(body.result.as_json() if body.result else None) or None,
             components=body.components,
             last_step_id=body.last_step_id,
+            release_helm_locks=body.release_helm_locks,
         )
     )
 
