@@ -253,6 +253,15 @@ class Outcome:
     server_errors: int = 0
     killed_agent_tasks_failed: int = 0
     requested_again: int = 0
+    killed_after_seconds: float | None = None
+    lease_seconds: int = 0
+
+    @property
+    def kill_bound_seconds(self) -> float | None:
+        """The earliest a run with the kill can end: the killed agent's leases must run out first."""
+        if self.killed_after_seconds is None:
+            return None
+        return self.killed_after_seconds + 2 * self.lease_seconds / 3
 
     @property
     def throughput(self) -> float:
@@ -279,7 +288,7 @@ def run(
     """Start the stack, measure, drive ``changes`` over ``deployments`` through both servers, check."""
     if changes < deployments:
         raise ValueError("every deployment needs its create: ask for at least as many changes")
-    outcome = Outcome(changes, deployments, concurrency, agent_killed=kill_agent)
+    outcome = Outcome(changes, deployments, concurrency, agent_killed=kill_agent, lease_seconds=lease_seconds)
     with multi_server_stack(work, concurrency=concurrency, lease_seconds=lease_seconds) as stack:
         clients = stack.clients
         log("stack up: 2 servers, 2 agents, local cluster, Prefect, PostgreSQL database", stack.database)
@@ -357,7 +366,8 @@ def run(
             while _ended_count(clients[0], task_ids) < len(task_ids) // 2:
                 time.sleep(0.5)
             stack.agents[1].kill()
-            log(f"agent-1 killed (SIGKILL) after {time.monotonic() - started:.1f} s")
+            outcome.killed_after_seconds = time.monotonic() - started
+            log(f"agent-1 killed (SIGKILL) after {outcome.killed_after_seconds:.1f} s")
         ended = _wait_ended(clients[0], sorted(task_ids))
         last_end = max(t.ended_at for t in ended if t.ended_at is not None)
         outcome.run_seconds = (last_end - min(t.created_at for t in ended)).total_seconds()
@@ -448,6 +458,16 @@ def report(outcome: Outcome) -> list[str]:
         f"throughput: {outcome.throughput:.2f} changes/s ({outcome.run_seconds:.1f} s for {outcome.changes}; "
         f"target <= {outcome.target_seconds:.1f} s = {TARGET_FACTOR:g} x {outcome.one_change_seconds:.2f} s "
         f"x {outcome.changes} / {2 * outcome.concurrency})",
+        *(
+            [
+                f"  with the kill, no run ends before {outcome.kill_bound_seconds:.1f} s: the killed agent's "
+                f"tasks (and their Helm locks) end only once their {outcome.lease_seconds} s leases run out, at "
+                f"least two thirds of a lease after the kill at {outcome.killed_after_seconds:.1f} s (it renews "
+                "every third); --no-kill measures the two agents alone"
+            ]
+            if outcome.kill_bound_seconds is not None
+            else []
+        ),
         f"request-to-start, idle agents: p50 {percentile(idle, 0.5) * 1000:.0f} ms, "
         f"p99 {percentile(idle, 0.99) * 1000:.0f} ms (target p99 <= {TARGET_CLAIM_P99_SECONDS * 1000:.0f} ms)",
         f"request-to-start, under the load (queueing included): p50 {percentile(load, 0.5):.2f} s, "
