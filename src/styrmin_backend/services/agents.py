@@ -186,10 +186,11 @@ def claim_next_task(
         )
         if claimed.rowcount != 1:  # type: ignore[attr-defined]
             continue
+        # The token first: the task's start and its token are then written in one UPDATE.
+        issued = auth.mint_actions_token(session, token_lifetime, task_id=task_id)
         task = workflow.start_task(session, task_id)
-        backups.record_backup_start(session, task)
-        issued = auth.mint_actions_token(session, token_lifetime, task_id=task.id)
         task.actions_token_id = issued.id
+        backups.record_backup_start(session, task)
         deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
         if deployment is None:
             _end(session, task, error="The deployment of this task no longer exists.", result=None)
@@ -329,7 +330,7 @@ def add_held_task_step(session: Session, agent: AgentIdentity, task_id: int, nam
     ).first()
     if last is not None and last.name == name and last.status == StepStatus.RUNNING.value:
         return Step.model_validate(last)
-    return workflow.add_step(session, task_id, name)
+    return workflow.add_step(session, task_id, name, position=0 if last is None else last.position + 1)
 
 
 def end_held_step(session: Session, agent: AgentIdentity, step_id: int, error: str | None) -> Step:
@@ -355,14 +356,9 @@ def add_note_once(session: Session, step_id: int, note: str) -> Step:
 
 
 def _end(session: Session, task: TaskRow, *, error: str | None, result: dict[str, object] | None) -> None:
-    for step in session.scalars(
-        select(StepRow).where(
-            StepRow.task_id == task.id,
-            StepRow.status.in_([StepStatus.RUNNING.value, StepStatus.PENDING.value]),
-        )
-    ):
-        workflow.end_step(session, step.id, error=error or "The task ended before this step did.")
-    workflow.end_task(session, task.id, error=error, result=result)
+    workflow.end_task(
+        session, task.id, error=error, result=result, unended=error or "The task ended before this step did."
+    )
     backups.record_backup_end(session, task)
     task.lease_expires_at = None
     if task.actions_token_id is not None:

@@ -96,10 +96,14 @@ def start_task(session: Session, task_id: int) -> TaskRow:
     return row
 
 
-def add_step(session: Session, task_id: int, name: str, *, started: bool = True) -> task_models.Step:
-    """Append a step named ``name`` to a task (running unless ``started`` is False)."""
+def add_step(
+    session: Session, task_id: int, name: str, *, started: bool = True, position: int | None = None
+) -> task_models.Step:
+    """Append a step named ``name`` to a task (running unless ``started`` is False); ``position`` is
+    the one after the task's last step, when the caller read that step already."""
     _task_row(session, task_id)
-    position = len(_steps_of(session, task_id))
+    if position is None:
+        position = len(_steps_of(session, task_id))
     step = Step(name=name)
     if started:
         step.start(utcnow())
@@ -147,11 +151,23 @@ def end_step(session: Session, step_id: int, *, error: str | None = None) -> tas
 
 
 def end_task(
-    session: Session, task_id: int, *, error: str | None = None, result: dict[str, Any] | None = None
+    session: Session,
+    task_id: int,
+    *,
+    error: str | None = None,
+    result: dict[str, Any] | None = None,
+    unended: str | None = None,
 ) -> TaskRow:
-    """End a task; it succeeds only when all its steps did. Its result lists the tasks it started."""
+    """End a task; it succeeds only when all its steps did. Its result lists the tasks it started.
+
+    With ``unended``, each step that has not ended ends first, failed with that error.
+    """
     row = _task_row(session, task_id)
     steps = _steps_of(session, task_id)
+    if unended is not None:
+        for step in steps:
+            if step.status in (StepStatus.RUNNING.value, StepStatus.PENDING.value):
+                end_step(session, step.id, error=unended)
     task = _task(row, steps)
     if error is None:
         task.succeed(utcnow())
