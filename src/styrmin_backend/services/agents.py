@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
@@ -23,7 +23,7 @@ from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.store.db import outages_of
-from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, HelmLockRow, StepRow, TaskRow
+from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
 AGENT_KEY_PREFIX = "sta_"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,62}[a-z0-9])?$")
@@ -268,14 +268,12 @@ def end_claimed_task(
     result: dict[str, object] | None,
     components: list[ComponentStatus] | None = None,
     last_step_id: int | None = None,
-    release_helm_locks: bool = False,
 ) -> Task:
     """End a task the agent ran; revokes its actions token and sets the deployment's status.
 
     With ``components``, also records the deployment's component workloads as the agent saw them
     at the task's end, in the same transaction (one call of the agent instead of two). With
-    ``last_step_id``, that step of the task ends succeeded first, unless it has ended (a retry). With
-    ``release_helm_locks``, the Helm locks the task holds are let go of (its Helm operations ended).
+    ``last_step_id``, that step of the task ends succeeded first, unless it has ended (a retry).
 
     Safe to send again: a task this agent ran that has ended already is answered as it is, except
     that when its lease ran out before the agent's end arrived, the agent's account replaces the
@@ -298,12 +296,6 @@ def end_claimed_task(
         if deployment is not None:
             _record_components(deployment, components)
     _end(session, task, error=error, result=dict(result) if result else None)
-    if release_helm_locks:
-        session.execute(
-            delete(HelmLockRow).where(
-                HelmLockRow.holder_task_id == task.id, HelmLockRow.holder_agent_id == agent.id
-            )
-        )
     return Task.model_validate(task)
 
 

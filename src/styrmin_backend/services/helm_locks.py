@@ -121,6 +121,15 @@ def release_helm_lock(
     )
 
 
+def release_task_helm_locks(session: Session, agent: AgentIdentity, task_id: int) -> None:
+    """Let go of every Helm lock task ``task_id`` holds, at its end: its Helm operations have ended."""
+    session.execute(
+        delete(HelmLockRow).where(
+            HelmLockRow.holder_task_id == task_id, HelmLockRow.holder_agent_id == agent.id
+        )
+    )
+
+
 def helm_holder(session: Session, cluster: str, namespace: str, release: str) -> int | None:
     """The task whose Helm operation on ``release`` runs now (its lease not run out), or None."""
     row = session.get(HelmLockRow, f"{cluster}/{namespace}/{release}")

@@ -155,18 +155,18 @@ def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> Ta
     ``last_step_id`` the task's last step ends succeeded first, and with ``release_helm_locks`` the
     task's Helm locks are let go of: one call instead of four.
     """
-    return TaskSummary.model_validate(
-        agents.end_claimed_task(
-            db,
-            agent,
-            task_id,
-            error=body.error,
-            result=(body.result.as_json() if body.result else None) or None,
-            components=body.components,
-            last_step_id=body.last_step_id,
-            release_helm_locks=body.release_helm_locks,
-        )
+    ended = agents.end_claimed_task(
+        db,
+        agent,
+        task_id,
+        error=body.error,
+        result=(body.result.as_json() if body.result else None) or None,
+        components=body.components,
+        last_step_id=body.last_step_id,
     )
+    if body.release_helm_locks:  # in the same transaction: a refused end lets go of nothing
+        helm_locks.release_task_helm_locks(db, agent, task_id)
+    return TaskSummary.model_validate(ended)
 
 
 @router.post("/tasks/{task_id}/helm-lock", response_model=HelmLockAnswer)
