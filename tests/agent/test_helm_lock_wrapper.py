@@ -224,15 +224,21 @@ def test_a_chart_left_unused_or_that_does_not_render_lets_go_of_the_lock() -> No
     assert server.holders == {} and ("acquire", 2) in server.calls and server.calls[-1] == ("release", 2)
 
 
+async def _applied(server: FakeLockServerInMemory, times: int = 1) -> LockedHelmReleases:
+    """Task 1's wrapper, after ``times`` charts rendered, applied and discarded as a reconciliation does."""
+    locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, lease_seconds=30)
+    for _ in range(times):
+        chart = await locked.prepare(Request(1))
+        await locked.apply(chart, "shop", "shop", 60)
+        await chart.discard()
+    return locked
+
+
 def test_a_task_that_ends_right_after_its_helm_operation_leaves_the_lock_to_its_end() -> None:
     server = FakeLockServerInMemory()
 
     async def one_task() -> bool:
-        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, lease_seconds=30)
-        chart = await locked.prepare(Request(1))
-        await locked.apply(chart, "shop", "shop", 60)
-        await chart.discard()
-        return await locked.settled(with_end=True)
+        return await (await _applied(server)).settled(with_end=True)
 
     assert asyncio.run(one_task()) is True
     # No call of its own: the task's end lets go of it (release_helm_locks).
@@ -243,10 +249,7 @@ def test_locks_left_to_an_end_that_could_not_let_go_of_them_are_let_go_of_by_cal
     server = FakeLockServerInMemory()
 
     async def one_task() -> tuple[bool, bool]:
-        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, lease_seconds=30)
-        chart = await locked.prepare(Request(1))
-        await locked.apply(chart, "shop", "shop", 60)
-        await chart.discard()
+        locked = await _applied(server)
         left = await locked.settled(with_end=True)
         return left, await locked.settled()  # a server older than release_helm_locks refused the end
 
@@ -258,10 +261,7 @@ def test_a_task_still_working_after_its_helm_operation_lets_go_of_the_lock_by_it
     server = FakeLockServerInMemory()
 
     async def one_task() -> bool:
-        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, lease_seconds=30)
-        chart = await locked.prepare(Request(1))
-        await locked.apply(chart, "shop", "shop", 60)
-        await chart.discard()
+        locked = await _applied(server)
         for _ in range(3000):  # the task waits for its replicas: the lock goes without waiting for it
             if ("release", 1) in server.calls:
                 break
@@ -276,12 +276,7 @@ def test_a_second_helm_operation_of_a_task_lets_go_of_the_first_lock_at_once() -
     server = FakeLockServerInMemory()
 
     async def one_task() -> list[tuple[str, int]]:
-        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, lease_seconds=30)
-        for _ in range(2):
-            chart = await locked.prepare(Request(1))
-            await locked.apply(chart, "shop", "shop", 60)
-            await chart.discard()
-        await locked.settled()
+        await (await _applied(server, times=2)).settled()
         return server.calls
 
     calls = asyncio.run(one_task())
