@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, TypeAdapter
 
-from styrmin_backend.domain.plan import ChangeFacts, DeclaredAction
+from styrmin_backend.domain.plan import ChangeFacts, DeclaredAction, Plan, decide
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_drivers.spec import DriverSpec
 
@@ -186,6 +186,43 @@ def declared_actions(spec: DriverSpec) -> list[DeclaredAction]:
     return [DeclaredAction(a.name, a.hook, a.mode, a.description) for a in spec.spec.actions]
 
 
+_NEEDS_ACTIONS = frozenset({TaskType.CREATE, TaskType.UPGRADE, TaskType.BACKUP, TaskType.RESTORE})
+
+
+def plan_needs_actions(change: Change) -> bool:
+    """Whether the plan of ``change`` depends on its driver's actions (an upgrade an action asked for,
+    a stop or a start runs no hook): without them, :func:`plan_change` needs no driver spec."""
+    if isinstance(change, UpgradeChange) and not change.run_hooks:
+        return False
+    return change.type in _NEEDS_ACTIONS
+
+
+def plan_change(change: Change, spec: DriverSpec | None) -> Plan:
+    """The plan of a claimed change, from the actions its driver version declares; ``spec`` may be
+    None when :func:`plan_needs_actions` says the plan does not read it.
+
+    Raises:
+        UnplannableChange: for a kind of change no plan covers.
+    """
+    actions = declared_actions(spec) if spec is not None and plan_needs_actions(change) else []
+    return decide(change_facts(change), actions)
+
+
+FIRST_STEP_AT_CLAIM = frozenset(
+    {TaskType.CREATE, TaskType.CONFIGURE, TaskType.UPGRADE, TaskType.STOP, TaskType.START, TaskType.DELETE}
+)
+"""The changes whose first step the server starts with the claim, for an agent that asks (its
+``plan_version``): the agent does nothing of its own before that step. A backup, a restore and a
+backup's deletion first open their storage location, whose failure ends the task before any step."""
+
+
+class ClaimedStep(BaseModel):
+    """A step the server started with the claim: the first of the task's plan."""
+
+    id: int
+    name: str
+
+
 class ClaimedTaskRef(BaseModel):
     """The claimed task, as far as the agent needs it."""
 
@@ -213,6 +250,9 @@ class Claim(BaseModel):
     deployment: ClaimedDeployment
     actions_token: str
     styrmin_url: str
+    first_step: ClaimedStep | None = None
+    """The plan's first step, started by the server (one call less per task); None when the agent
+    starts it (see ``FIRST_STEP_AT_CLAIM``)."""
 
     @property
     def task_id(self) -> int:

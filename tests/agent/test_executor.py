@@ -34,7 +34,7 @@ from styrmin_backend.domain.steps import (
     UNINSTALL_STEP,
 )
 from styrmin_backend.drivers import RenderError, load_driver_spec
-from styrmin_backend.protocol import Claim, ComponentStatus, TaskResult
+from styrmin_backend.protocol import Claim, ClaimedStep, ComponentStatus, TaskResult
 from tests.support.drivers import EXAMPLE_DRIVER
 
 TOKEN = "actions-token-0123456789abcdef"
@@ -205,6 +205,40 @@ async def test_a_server_older_than_the_combined_end_gets_the_step_end_and_compon
     assert [s.status for s in steps] == ["succeeded"] and ports.server.ended_apart == [steps[0].id]
     assert ports.server.ends[TASK].status == "succeeded"
     assert [name for name, _ in ports.server.reported] == [NAME]
+
+
+def with_first_step(claimed: Claim, step_id: int, name: str) -> Claim:
+    """``claimed`` as a server answers it that started the first step ``name`` with the claim."""
+    return claimed.model_copy(update={"first_step": ClaimedStep(id=step_id, name=name)})
+
+
+async def test_the_step_the_server_started_with_the_claim_is_the_tasks_first_step() -> None:
+    ports = fakes(action("pre", "setup", "pre", "announce"), action("post", "setup", "post", "announce"))
+    pre = hook_step_name(Hook.SETUP, Mode.PRE)
+    first = await ports.server.add_step(TASK, pre)
+    steps = await run(ports, with_first_step(claim("create", revision=1), first, pre))
+    assert names(steps) == [pre, INSTALL_STEP, hook_step_name(Hook.SETUP, Mode.POST)]
+    assert steps[0].id == first and [s.status for s in steps] == ["succeeded"] * 3
+    assert steps[0].flow_run_id and ports.runner.ran == ["announce", "announce"]
+
+
+async def test_a_step_started_with_the_claim_unlike_the_agents_plan_ends_failed_saying_so() -> None:
+    ports = fakes()
+    first = await ports.server.add_step(TASK, "Some other step")
+    steps = await run(ports, with_first_step(claim("create", revision=1), first, "Some other step"))
+    assert names(steps) == ["Some other step", INSTALL_STEP]
+    assert steps[0].status == "failed" and "the agent's plan starts with 'Install" in (steps[0].error or "")
+    assert steps[1].status == "succeeded"
+
+
+async def test_a_task_failing_before_its_first_step_ends_the_step_started_with_the_claim() -> None:
+    ports = fakes()
+    first = await ports.server.add_step(TASK, INSTALL_STEP)
+    steps = await run(
+        ports, with_first_step(claim("create", revision=1, driver_version="9.9.9"), first, INSTALL_STEP)
+    )
+    assert [s.id for s in steps] == [first] and steps[0].status == "failed"
+    assert ports.server.ends[TASK].status == "failed" and "9.9.9" in (ports.server.ends[TASK].error or "")
 
 
 async def test_a_failed_step_after_a_succeeded_one_ends_both_as_they_ended() -> None:

@@ -14,7 +14,9 @@ from sqlalchemy import update
 
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
+from styrmin_backend.domain.plan import PLAN_VERSION
 from styrmin_backend.domain.roles import Role
+from styrmin_backend.domain.steps import INSTALL_STEP, STOP_STEP
 from styrmin_backend.services import agents, tasks
 from styrmin_backend.store.models import TaskRow
 
@@ -560,3 +562,81 @@ def test_a_task_ending_in_this_server_wakes_the_reads_of_that_task_once_it_is_co
     )
     assert not asyncio.run(wait_while(end(other_id, "succeeded"), 0.5)), "another task's end woke the reads"
     assert asyncio.run(wait_while(end(task_id, "succeeded"), 60)), "a committed end did not wake the reads"
+
+
+def _task_steps(stack: Stack, task_id: int) -> list[dict[str, Any]]:
+    admin = stack.headers(stack.token_for("admin"))
+    steps: list[dict[str, Any]] = stack.client.get(f"/api/v1/tasks/{task_id}", headers=admin).json()["steps"]
+    return steps
+
+
+def test_a_claim_at_the_agents_plan_version_starts_the_plans_first_step(stack: Stack) -> None:
+    agent, claim, hook = _upgrade_in_its_hook(stack)
+    # The upgrade's core hook runs the driver's action (its plan reads the driver's spec)...
+    assert claim["first_step"] is None  # claimed without plan_version: the agent started the hook
+    stop = stack.client.post(
+        "/api/v1/deployments/shop/stop",
+        json={"components": ["task-worker"], "started_by_step": hook["id"]},
+        headers=stack.headers(claim["actions_token"]),
+    ).json()["task"]["id"]
+    claimed = stack.client.post("/api/v1/agent/claim", json={"plan_version": PLAN_VERSION}, headers=agent)
+    assert claimed.status_code == 200, claimed.text
+    first = claimed.json()["first_step"]
+    # ...and a stop's first step, started with the claim, is on the task, running.
+    assert first["name"] == STOP_STEP
+    assert [(s["id"], s["name"], s["status"]) for s in _task_steps(stack, stop)] == [
+        (first["id"], STOP_STEP, "running")
+    ]
+    # The agent starting it again gets the same step, and the task ends with that one step.
+    again = stack.client.post(f"/api/v1/agent/tasks/{stop}/steps", json={"name": STOP_STEP}, headers=agent)
+    assert again.json()["id"] == first["id"]
+    ended = stack.client.post(
+        f"/api/v1/agent/tasks/{stop}/end", json={"last_step_id": first["id"]}, headers=agent
+    )
+    assert ended.json()["status"] == "succeeded", ended.text
+    assert [s["status"] for s in _task_steps(stack, stop)] == ["succeeded"]
+
+
+def test_a_claimed_upgrades_first_step_is_its_hook_from_the_drivers_actions(stack: Stack) -> None:
+    _deploy(stack)
+    agent = _agent(stack)
+    create = stack.client.post("/api/v1/agent/claim", json={"plan_version": PLAN_VERSION}, headers=agent)
+    assert create.json()["first_step"]["name"] == INSTALL_STEP  # the example has no setup pre hook
+    created = create.json()["task"]["id"]
+    stack.client.post(
+        f"/api/v1/agent/tasks/{created}/end",
+        json={"last_step_id": create.json()["first_step"]["id"]},
+        headers=agent,
+    )
+    admin = stack.headers(stack.token_for("admin"))
+    upgrade = stack.client.post(
+        "/api/v1/deployments/shop/upgrade", json={"app_version": "2.0.0"}, headers=admin
+    ).json()["task"]["id"]
+    claim = stack.client.post(
+        "/api/v1/agent/claim", json={"plan_version": PLAN_VERSION}, headers=agent
+    ).json()
+    assert claim["task"]["id"] == upgrade
+    assert claim["first_step"]["name"] == hook_step_name(Hook.UPGRADE, Mode.CORE)
+    assert [s["name"] for s in _task_steps(stack, upgrade)] == [hook_step_name(Hook.UPGRADE, Mode.CORE)]
+
+
+def test_a_claim_at_another_plan_version_or_none_leaves_the_steps_to_the_agent(stack: Stack) -> None:
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    for name in ("a", "b"):
+        stack.client.post("/api/v1/deployments", json={**CREATE, "name": name}, headers=admin)
+    agent = _agent(stack)
+    for body in ({"plan_version": PLAN_VERSION + 1}, {}):
+        claim = stack.client.post("/api/v1/agent/claim", json=body, headers=agent).json()
+        assert claim["first_step"] is None
+        assert _task_steps(stack, claim["task"]["id"]) == []
+
+
+def test_a_malformed_plan_version_is_refused_naming_it_and_claims_nothing(stack: Stack) -> None:
+    task_id = _deploy(stack)
+    agent = _agent(stack)
+    for bad in ("1", 0, 1.5):
+        refused = stack.client.post("/api/v1/agent/claim", json={"plan_version": bad}, headers=agent)
+        assert refused.status_code == 422 and "plan_version" in refused.text, refused.text
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    assert claim["task"]["id"] == task_id and _task_steps(stack, task_id) == []

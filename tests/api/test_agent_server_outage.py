@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from typing import Any
 
 import pytest
+from starlette.responses import JSONResponse
 
 from styrmin_backend.agent.server_api import ServerApi, StyrminAway, parse_server_urls
+from styrmin_backend.domain.steps import INSTALL_STEP
+from styrmin_backend.protocol import Claim
 from styrmin_backend.services import agents
 from styrmin_backend.store.db import outages_of
 from tests.api.conftest import Stack
@@ -70,7 +74,8 @@ def test_a_step_waits_while_the_database_is_away_and_its_notes_say_so(stack: Sta
             claimed = await api.claim(60)
             assert claimed is not None
             with database_away(stack):
-                starting = asyncio.ensure_future(api.add_step(claimed.task_id, "Install"))
+                # The step the server started with the claim, started again: held, then answered.
+                starting = asyncio.ensure_future(api.add_step(claimed.task_id, INSTALL_STEP))
                 await asyncio.sleep(2)
                 assert not starting.done()  # held: the step is not recorded, its actions do not start
             released.set()
@@ -84,7 +89,7 @@ def test_a_step_waits_while_the_database_is_away_and_its_notes_say_so(stack: Sta
         task_id = asyncio.run(run(url))
     admin = stack.headers(stack.token_for("admin"))
     steps = stack.client.get(f"/api/v1/tasks/{task_id}", headers=admin).json()["steps"]
-    assert [s["name"] for s in steps] == ["Install"] and steps[0]["status"] == "succeeded"
+    assert [s["name"] for s in steps] == [INSTALL_STEP] and steps[0]["status"] == "succeeded"
     assert steps[0]["notes"][0].startswith(
         "The agent held this step until Styrmin could serve it again, from "
     )
@@ -108,3 +113,70 @@ def test_a_step_gives_up_after_the_retry_time_naming_the_database(stack: Stack) 
         message = asyncio.run(run(url))
     assert message.startswith("Styrmin could not serve the agent from ")
     assert "database cannot be reached" in message and url in message
+
+
+def _refusing_plan_version(app: Any, claims: list[bytes]) -> Any:
+    """``app`` as a server older than ``plan_version`` answers claims: the field refused (422), as its
+    strict request model did. Each claim's body is recorded in ``claims``."""
+
+    async def older(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/api/v1/agent/claim":
+            await app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        claims.append(body)
+        if b'"plan_version"' in body:
+            refused = JSONResponse({"message": "plan_version: Extra inputs are not permitted"}, 422)
+            await refused(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return dict(await receive())
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, replay, send)
+
+    return older
+
+
+def test_the_server_starts_a_claimed_tasks_first_step_for_the_agent(stack: Stack) -> None:
+    key = _agent_key(stack)
+
+    async def claim(url: str) -> Claim | None:
+        api = ServerApi(url, key, retry_seconds=5)
+        try:
+            return await api.claim(30)
+        finally:
+            await api.close()
+
+    with served(stack.client.app) as url:
+        claimed = asyncio.run(claim(url))
+    assert claimed is not None and claimed.first_step is not None
+    assert claimed.first_step.name == INSTALL_STEP  # the example driver has no setup pre hook
+
+
+def test_an_agent_claiming_from_a_server_older_than_plan_version_starts_the_steps_itself(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = _agent_key(stack)
+    claims: list[bytes] = []
+
+    async def claim_twice(url: str) -> list[Claim | None]:
+        api = ServerApi(url, key, retry_seconds=5)
+        try:
+            return [await api.claim(30), await api.claim(30)]
+        finally:
+            await api.close()
+
+    with served(_refusing_plan_version(stack.client.app, claims)) as url, caplog.at_level(logging.INFO):
+        first, second = asyncio.run(claim_twice(url))
+    assert first is not None and first.first_step is None and second is None  # one task, claimed once
+    assert [b'"plan_version"' in body for body in claims] == [True, False, False]  # asked once only
+    assert "does not start claimed tasks' first steps" in caplog.text

@@ -32,7 +32,6 @@ from styrmin_backend.domain.plan import (
     Plan,
     PlannedStep,
     UnplannableChange,
-    decide,
 )
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.secrets import conceal_configuration
@@ -46,18 +45,14 @@ from styrmin_backend.protocol import (
     DeleteBackupChange,
     RestoreChange,
     TaskResult,
-    UpgradeChange,
-    change_facts,
-    declared_actions,
+    plan_change,
+    plan_needs_actions,
 )
 
 __all__ = ["CHART_TIMEOUT_SECONDS", "Reconciliation", "StepFailed"]
 
 log = logging.getLogger("styrmin.agent")
 CHART_TIMEOUT_SECONDS = 600
-
-_NEEDS_ACTIONS = frozenset({TaskType.CREATE, TaskType.UPGRADE, TaskType.BACKUP, TaskType.RESTORE})
-"""The changes whose plan depends on the driver's actions (the others run no hook)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +87,8 @@ class Reconciliation:
         self._succeeded_step: int | None = None
         """The step that succeeded last, whose end the server has not been told yet: the next step's
         start tells it first, or the task's end carries it (one call less per task)."""
+        self._started_step = claim.first_step
+        """The first step, as the server started it with the claim; None once used (or not started)."""
         self._hook_context: dict[str, Any] = {}
         """More fields of the actions' GlobalContext (a backup's id and folder)."""
         self._storage: BackupStorage | None = None
@@ -214,13 +211,9 @@ class Reconciliation:
     async def plan(self) -> Plan:
         """The plan of the claimed change, from the driver's actions at the target version."""
         change = self.claim.change
-        facts = change_facts(change)
-        hooks_can_run = change.type in _NEEDS_ACTIONS and not (
-            isinstance(change, UpgradeChange) and not change.run_hooks
-        )
-        actions = declared_actions(await self._spec()) if hooks_can_run else []
+        spec = await self._spec() if plan_needs_actions(change) else None
         try:
-            return decide(facts, actions)
+            return plan_change(change, spec)
         except UnplannableChange:
             raise StepFailed(f"This agent cannot run {change.type} tasks yet.") from None
 
@@ -291,7 +284,17 @@ class Reconciliation:
     async def _step(self, name: str) -> AsyncIterator[int]:
         server = self.ports.server
         await self._steps_ended()  # steps are recorded in order: the one before has ended
-        step_id = await server.add_step(self.claim.task_id, name)
+        started, self._started_step = self._started_step, None
+        if started is not None and started.name == name:
+            step_id = started.id  # the server started it with the claim
+        else:
+            if started is not None:  # a bug: the server planned otherwise with the same PLAN_VERSION
+                await server.end_step(
+                    started.id,
+                    f"Not run: the server started this step with the claim, but the agent's plan starts "
+                    f"with {name!r}. Report this; run the server and the agent at one Styrmin version.",
+                )
+            step_id = await server.add_step(self.claim.task_id, name)
         try:
             yield step_id
         except StepFailed as failed:

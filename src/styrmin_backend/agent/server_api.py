@@ -13,6 +13,7 @@ import httpx
 
 from styrmin_backend.agent.failures import StepFailed
 from styrmin_backend.domain.outages import retry_delay
+from styrmin_backend.domain.plan import PLAN_VERSION
 from styrmin_backend.protocol import Claim, ComponentStatus, HelmLockAnswer, TaskResult
 
 log = logging.getLogger("styrmin.agent")
@@ -107,6 +108,8 @@ class ServerApi:
         ]
         self._current = 0
         self._announced: int | None = None
+        self._plan_at_claim = True
+        """Whether claims ask the server to start the first step (until a server refuses the field)."""
 
     @property
     def url(self) -> str:
@@ -199,18 +202,26 @@ class ServerApi:
     ) -> Claim | None:
         """Claim the next pending task of the agent's cluster, waiting up to ``wait_seconds`` for one.
 
-        With ``started_by_actions_only``, only a task that an action started (see docs/agent.md).
+        With ``started_by_actions_only``, only a task that an action started (see docs/agent.md). The
+        server starts the task's first step with the claim (``Claim.first_step``) unless it predates that.
         """
-        response = await self._call(
-            "POST",
-            "/claim",
-            json={
-                "lease_seconds": lease_seconds,
-                "wait_seconds": wait_seconds,
-                "started_by_actions_only": started_by_actions_only,
-            },
-            timeout=wait_seconds + 30,
-        )
+        body: dict[str, Any] = {
+            "lease_seconds": lease_seconds,
+            "wait_seconds": wait_seconds,
+            "started_by_actions_only": started_by_actions_only,
+        }
+        if self._plan_at_claim:
+            body["plan_version"] = PLAN_VERSION
+        try:
+            response = await self._call("POST", "/claim", json=body, timeout=wait_seconds + 30)
+        except ServerError as refused:
+            if refused.status_code != 422 or "plan_version" not in body:
+                raise
+            # A server older than plan_version refuses the field: the agent starts each first step.
+            log.info("The server does not start claimed tasks' first steps (%s); the agent does.", refused)
+            self._plan_at_claim = False
+            del body["plan_version"]
+            response = await self._call("POST", "/claim", json=body, timeout=wait_seconds + 30)
         if response.status_code == 204:
             return None
         return Claim.model_validate(response.json())

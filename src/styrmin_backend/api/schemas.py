@@ -31,7 +31,7 @@ from styrmin_backend.drivers import (
     DriverSpec,
     check_image_overrides,
 )
-from styrmin_backend.protocol import Change, ComponentStatus, TaskResult
+from styrmin_backend.protocol import Change, ClaimedStep, ComponentStatus, TaskResult
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.tasks import TaskDetail
@@ -437,6 +437,12 @@ class ClaimRequest(Strict):
         default=False,
         description="Claim only a task that an action started (an agent whose slots are all taken).",
     )
+    plan_version: StrictInt | None = Field(
+        default=None,
+        ge=1,
+        description="The agent's plan version (domain.plan.PLAN_VERSION): when it is the server's, the "
+        "server starts the claimed task's first step and answers it as first_step.",
+    )
 
     @property
     def lease(self) -> timedelta:
@@ -454,6 +460,9 @@ class ClaimOut(BaseModel):
         description="The styrmin-actions token of this reconciliation; revoked when it ends."
     )
     styrmin_url: str
+    first_step: ClaimedStep | None = Field(
+        default=None, description="The plan's first step, started with the claim (see plan_version)."
+    )
 
 
 class StepCreateRequest(Strict):

@@ -124,6 +124,12 @@ class Plan:
         return [step.name for step in self.steps]
 
 
+PLAN_VERSION = 1
+"""How :func:`decide` names and orders steps, as a number: bump it whenever a step's name or place
+changes. A server starts a claimed task's first step itself only for an agent of the same number (see
+``protocol.FIRST_STEP_AT_CLAIM``), so the two never disagree on what that step is."""
+
+
 class UnplannableChange(ValueError):
     """A change of a kind that no plan covers (a newer server than this agent)."""
 

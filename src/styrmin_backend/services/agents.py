@@ -12,9 +12,17 @@ from sqlalchemy.orm import Session
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain import outages as outage_rules
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound, TaskCancelled
+from styrmin_backend.domain.plan import PLAN_VERSION, UnplannableChange
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus
-from styrmin_backend.protocol import Change, ComponentStatus
+from styrmin_backend.drivers import DriverSpec
+from styrmin_backend.protocol import (
+    FIRST_STEP_AT_CLAIM,
+    Change,
+    ComponentStatus,
+    plan_change,
+    plan_needs_actions,
+)
 from styrmin_backend.services import auth, backups, deployment_status, workflow
 from styrmin_backend.services.change_models import requested_change, requested_of
 from styrmin_backend.services.changes import claimed_change
@@ -23,7 +31,7 @@ from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.store.db import outages_of
-from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
+from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, DriverRow, StepRow, TaskRow
 
 AGENT_KEY_PREFIX = "sta_"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,62}[a-z0-9])?$")
@@ -65,6 +73,8 @@ class Claim:
     """The change to carry out, with the target the server resolved for it now."""
     deployment: Deployment
     actions_token: str
+    first_step: Step | None = None
+    """The plan's first step, started with the claim (see :func:`claim_next_task`)."""
 
 
 def create_agent(session: Session, name: str, cluster: str) -> tuple[Agent, str]:
@@ -154,6 +164,7 @@ def claim_next_task(
     token_lifetime: timedelta,
     *,
     started_by_actions_only: bool = False,
+    plan_version: int | None = None,
 ) -> Claim | None:
     """Claim the next pending task of the agent's cluster, start it, and mint its actions token.
 
@@ -163,6 +174,10 @@ def claim_next_task(
     deployment: only their Helm operations take turns (see :func:`acquire_helm_lock`). An agent
     whose slots are all taken asks with ``started_by_actions_only`` and runs those beside its slots
     (see docs/agent.md).
+
+    For an agent that plans as this server does (``plan_version`` is ``domain.plan.PLAN_VERSION``),
+    the plan's first step starts in the same transaction, for the changes of
+    ``protocol.FIRST_STEP_AT_CLAIM``: the agent's first call of the task is then its first operation.
     """
     # An idle claim (an agent long-polls several times a second) only reads: on SQLite every write
     # takes the one write lock, and a write per poll starved lease renewals and step writes.
@@ -195,17 +210,44 @@ def claim_next_task(
         if deployment is None:
             _end(session, task, error="The deployment of this task no longer exists.", result=None)
             continue
-        change = session.get(ChangeRow, task.change_id) if task.change_id else None
+        change_row = session.get(ChangeRow, task.change_id) if task.change_id else None
         read = Deployment.model_validate(deployment)
+        change = claimed_change(
+            requested_of(change_row) if change_row else requested_change(task.type, None), read
+        )
+        first_step = None
+        if plan_version == PLAN_VERSION and change.type in FIRST_STEP_AT_CLAIM:
+            first_step = _start_first_step(session, task_id, change, read.driver_name)
         return Claim(
             task=Task.model_validate(task),
-            change=claimed_change(
-                requested_of(change) if change else requested_change(task.type, None), read
-            ),
+            change=change,
             deployment=read,
             actions_token=issued.token,
+            first_step=first_step,
         )
     return None
+
+
+def _start_first_step(session: Session, task_id: int, change: Change, driver: str) -> Step | None:
+    """Start the first step of ``change``'s plan, as the agent would; None when there is none to
+    start (no plan covers the change, or its driver version is gone: the agent says so itself)."""
+    spec = None
+    if plan_needs_actions(change):
+        stored = session.scalar(
+            select(DriverRow.spec).where(
+                DriverRow.name == driver, DriverRow.version == change.target.driver_version
+            )
+        )
+        if stored is None:
+            return None
+        spec = DriverSpec.model_validate(stored)
+    try:
+        plan = plan_change(change, spec)
+    except UnplannableChange:
+        return None
+    if not plan.steps:
+        return None
+    return workflow.add_step(session, task_id, plan.steps[0].name, position=0)
 
 
 _SEEN_EVERY = timedelta(seconds=10)

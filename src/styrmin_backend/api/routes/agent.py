@@ -41,7 +41,7 @@ from styrmin_backend.api.schemas import (
 )
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
 from styrmin_backend.metrics import observe_claim, observe_step
-from styrmin_backend.protocol import HelmLockAnswer, HelmLockRequest
+from styrmin_backend.protocol import ClaimedStep, HelmLockAnswer, HelmLockRequest
 from styrmin_backend.services import agents, backup_locations, cancel, drivers, helm_locks, workflow
 from styrmin_backend.services.agents import AgentIdentity
 
@@ -109,6 +109,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                 lease=body.lease,
                 token_lifetime=settings.actions_token_lifetime,
                 started_by_actions_only=body.started_by_actions_only,
+                plan_version=body.plan_version,
             )
             if claimed is None:
                 return None, agent.cluster
@@ -120,6 +121,11 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                 deployment=DeploymentOut.of(claimed.deployment, with_secrets=True),
                 actions_token=claimed.actions_token,
                 styrmin_url=settings.effective_public_url,
+                first_step=(
+                    ClaimedStep(id=claimed.first_step.id, name=claimed.first_step.name)
+                    if claimed.first_step
+                    else None
+                ),
             ), agent.cluster
 
     deadline = time.monotonic() + body.wait_seconds
