@@ -9,7 +9,9 @@ Helm and PyYAML so that the process starts fast.
 
 from __future__ import annotations
 
+import functools
 import json
+import pickle
 import resource
 import sys
 import tempfile
@@ -85,8 +87,19 @@ def render_loaded(
     return parse_rendered(rendered)
 
 
+_PARSED_KEPT = 16
+"""How many of the last distinct outputs the agent keeps parsed (``parse_rendered``)."""
+_PARSED_KEPT_UP_TO_BYTES = 512 * 1024
+"""The largest output kept parsed: the kept ones hold at most 16 times this, text and objects."""
+
+
 def parse_rendered(rendered: dict[str, str]) -> list[dict[str, Any]]:
-    """The Kubernetes objects in Helm's output, read with bounded work.
+    """The Kubernetes objects in Helm's output, read with bounded work; a fresh copy each time.
+
+    An output read before is not read again: a stop, an upgrade and a start each render the chart,
+    and the start renders what the upgrade did, the stop what the last start did (only a stopped
+    component's replicas differ, set after this). The bounded YAML reader is pure Python, most of a
+    render's time; a copy of the kept objects costs a small part of it.
 
     Raises:
         RenderError: past ``RENDER_MAX_OUTPUT_BYTES`` or ``RENDER_MAX_NODES``, or for a template that
@@ -98,13 +111,27 @@ def parse_rendered(rendered: dict[str, str]) -> list[dict[str, Any]]:
             f"the chart renders {size / (1024 * 1024):.0f} MiB, more than the "
             f"{RENDER_MAX_OUTPUT_BYTES // (1024 * 1024)} MiB Styrmin applies; render less"
         )
+    templates = tuple(sorted(rendered.items()))
+    if size > _PARSED_KEPT_UP_TO_BYTES:
+        return _parse_templates(templates)
+    kept: list[dict[str, Any]] = pickle.loads(_parsed_kept(templates))  # noqa: S301 - pickled here
+    return kept
+
+
+@functools.lru_cache(maxsize=_PARSED_KEPT)
+def _parsed_kept(templates: tuple[tuple[str, str], ...]) -> bytes:
+    """The objects of ``templates``, pickled: each caller unpickles a copy of its own to change."""
+    return pickle.dumps(_parse_templates(templates), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _parse_templates(templates: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
     manifests: list[dict[str, Any]] = []
     budget = RENDER_MAX_NODES
-    for template in sorted(rendered):
+    for template, text in templates:
         if template.endswith("NOTES.txt"):
             continue
         try:
-            documents = list(load_all(rendered[template], budget))
+            documents = list(load_all(text, budget))
         except YamlTooLarge as error:
             line = f", line {error.problem_mark.line + 1}" if error.problem_mark else ""
             raise RenderError(f"{template}{line} renders too much: {error.problem}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import helm_python as helm
 import pytest
 import yaml
 
+from styrmin_backend._helm_chart import load_chart, render_loaded
 from styrmin_backend.drivers import (
     ConfigurationError,
     DeploymentConfiguration,
@@ -329,3 +331,45 @@ def test_stopped_components_render_at_zero_replicas_and_every_component_keeps_it
         EXAMPLE_DRIVER, spec, "shop", "default", "1.0.0", configuration, stopped_components=["task-worker"]
     )
     assert _workload(shown, "Deployment", "shop-task-worker") == worker
+
+
+def test_an_output_read_again_gives_objects_of_its_own_that_match_the_first(
+    demo: tuple[Path, DriverSpec],
+) -> None:
+    # The agent renders a chart in its own process for a stop, an upgrade and a start: the objects of
+    # an output it read before are a copy it may change without changing the next read's.
+    root, _ = demo
+    with load_chart(root / "chart", "1.0.0") as chart:
+        first = render_loaded(chart, "shop", "default", {})
+        untouched = copy.deepcopy(first)
+        first[0]["metadata"]["name"] = "changed"
+        first.append({"kind": "Extra"})
+        second = render_loaded(chart, "shop", "default", {})
+        other_release = render_loaded(chart, "other", "default", {})
+
+    assert second == untouched
+    assert other_release != untouched
+
+
+def test_invalid_yaml_is_refused_each_time_it_is_rendered(make_driver: MakeDriver) -> None:
+    root = make_driver(SPEC, actions=None, template="kind: [unclosed\n")
+
+    with load_chart(root / "chart", "1.0.0") as chart:
+        for _ in range(2):
+            with pytest.raises(RenderError, match=r"workloads\.yaml renders invalid YAML"):
+                render_loaded(chart, "shop", "default", {})
+
+
+def test_an_output_past_what_is_kept_parsed_still_reads_whole(make_driver: MakeDriver) -> None:
+    # 600 KiB of output, past the size the agent keeps parsed, reads the same each time.
+    template = "{{- range $i := until 300 }}\n---\nkind: ConfigMap\nmetadata:\n  name: big-{{ $i }}\n"
+    template += 'data:\n  blob: {{ repeat 2000 "x" | quote }}\n{{- end }}\n'
+    root = make_driver(SPEC, actions=None, template=template)
+
+    with load_chart(root / "chart", "1.0.0") as chart:
+        first = render_loaded(chart, "shop", "default", {})
+        first[0]["data"]["blob"] = "changed"
+        second = render_loaded(chart, "shop", "default", {})
+
+    assert len(second) == 300
+    assert second[0]["data"]["blob"] == "x" * 2000
