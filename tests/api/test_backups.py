@@ -9,9 +9,10 @@ from typing import Any
 
 import yaml
 
+from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.drivers import DriverReport, read_driver
-from styrmin_backend.services import drivers
+from styrmin_backend.services import drivers, workflow
 from tests.support.drivers import driver_folder
 
 from .conftest import Stack
@@ -216,3 +217,35 @@ def test_a_backup_still_being_taken_cannot_be_deleted(stack: Stack) -> None:
     assert refused.json()["message"].startswith(
         f"Backup {taken['backup']['id']} is still being taken (pending)"
     )
+
+
+def test_an_action_asking_again_for_the_backup_its_step_started_gets_that_backup_while_it_is_taken(
+    stack: Stack,
+) -> None:
+    agent = _deployed_shop(stack)
+    upgrade = stack.client.post(
+        "/api/v1/deployments/shop/upgrade", json={"app_version": "1.1.0"}, headers=_admin(stack)
+    ).json()["task"]["id"]
+    with stack.session() as session:
+        workflow.start_task(session, upgrade)
+        step_id = workflow.add_step(session, upgrade, hook_step_name(Hook.UPGRADE, Mode.PRE)).id
+    _, token = stack.actions_token(task_id=upgrade)
+
+    def ask() -> tuple[int, int]:
+        taken = stack.client.post(
+            "/api/v1/deployments/shop/backups",
+            json={"started_by_step": step_id},
+            headers=stack.headers(token),
+        )
+        assert taken.status_code == 202, taken.text
+        return taken.json()["task"]["id"], taken.json()["backup"]["id"]
+
+    first = ask()
+    assert ask() == first
+    listed = stack.client.get("/api/v1/deployments/shop/backups", headers=_admin(stack)).json()
+    assert [b["id"] for b in listed] == [first[1]]
+    claim = _run_next(stack, agent, result={"backup": {"location": "folder /srv/backups", "files": FILES}})
+    assert claim["task"]["id"] == first[0]
+    # Taken: asking again takes another.
+    again = ask()
+    assert again[0] != first[0] and again[1] != first[1]

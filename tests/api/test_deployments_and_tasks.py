@@ -233,3 +233,41 @@ def test_missing_task_is_404_with_a_message(stack: Stack) -> None:
     response = stack.client.get("/api/v1/tasks/424242", headers=headers)
     assert response.status_code == 404
     assert response.json()["message"] == "There is no task 424242."
+
+
+def test_an_action_asking_again_for_the_upgrade_its_step_started_gets_that_task_while_it_runs(
+    stack: Stack,
+) -> None:
+    headers = _writer(stack)
+    stack.client.post("/api/v1/deployments", json=CREATE, headers=headers)
+    upgrade_id = stack.client.post(
+        "/api/v1/deployments/shop/upgrade", json={"app_version": "2.0"}, headers=headers
+    ).json()["task"]["id"]
+    with stack.session() as session:
+        workflow.start_task(session, upgrade_id)
+        step_id = workflow.add_step(session, upgrade_id, hook_step_name(Hook.UPGRADE, Mode.CORE)).id
+    _, actions_token = stack.actions_token(task_id=upgrade_id)
+
+    def ask(app_version: str) -> int:
+        response = stack.client.post(
+            "/api/v1/deployments/shop/upgrade",
+            json={"app_version": app_version, "started_by_step": step_id},
+            headers=stack.headers(actions_token),
+        )
+        assert response.status_code == 202, response.text
+        task_id: int = response.json()["task"]["id"]
+        return task_id
+
+    first = ask("2.0")
+    before = _counts(stack)
+    # A Prefect retry of the half-done action asks again while the first task is still pending.
+    assert ask("2.0") == first
+    assert _counts(stack) == before
+    # Another target is another change.
+    other = ask("3.0")
+    assert other != first
+    with stack.session() as session:
+        workflow.start_task(session, first)
+        workflow.end_task(session, first)
+    # Once the first has ended, asking again starts a new one.
+    assert ask("2.0") not in (first, other)

@@ -132,10 +132,6 @@ class SdkApi:
             configuration = await self._client.tasks.configuration(task_id)
         return dict(configuration.env.get(component, {}))
 
-    async def get_task(self, task_id: int) -> styrmin.Task:
-        with _sdk_errors():
-            return await self._client.tasks.get(task_id)
-
     async def wait_for_task(self, task_id: int) -> styrmin.Task:
         with _sdk_errors():
             return await self._client.tasks.wait(task_id, interval=WAIT_INTERVAL_SECONDS)

@@ -90,10 +90,6 @@ class StyrminApi(Protocol):
         """Ask for a backup linked to the step; the id of its Backup task."""
         ...
 
-    async def get_task(self, task_id: int) -> styrmin.Task:
-        """A task with its steps and the tasks they started."""
-        ...
-
     async def configured_env(self, task_id: int, component: str) -> dict[str, str]:
         """The user's env vars of ``component`` in the configuration of task ``task_id``, secret values
         included (the context shows them only as set); only that task's own actions may read them."""

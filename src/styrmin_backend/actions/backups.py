@@ -14,7 +14,7 @@ import styrmin
 from styrmin_backend.actions._backend import backend_for
 from styrmin_backend.actions._rules import calling_api
 from styrmin_backend.actions.commands import DEFAULT_COMMAND_TIMEOUT_SECONDS, CommandResult, execute_commands
-from styrmin_backend.actions.components import _running_started_task, _wait
+from styrmin_backend.actions.components import _wait
 from styrmin_backend.actions.context import GlobalContext
 from styrmin_backend.actions.errors import ActionError
 from styrmin_backend.domain.backups import BACKUP_DIR_ENV
@@ -73,9 +73,8 @@ async def create_backup(context: GlobalContext) -> styrmin.Task:
     backend = backend_for(context)
     doing = f'create_backup() of deployment "{context.deployment_name}"'
     async with calling_api(backend, doing):
-        running = await _running_started_task(backend, context, styrmin.TaskType.BACKUP)
-        if running is None:
-            running = await backend.api.request_backup(
-                context.deployment_name, started_by_step=context.hook_step_id
-            )
+        # A retried action whose backup task still runs gets that task back from the server.
+        running = await backend.api.request_backup(
+            context.deployment_name, started_by_step=context.hook_step_id
+        )
         return await _wait(backend, running, doing)

@@ -58,18 +58,17 @@ async def upgrade_deployment_version(target_version: str, context: GlobalContext
     backend = backend_for(context)
     doing = f'upgrade_deployment_version("{target_version}") of deployment "{context.deployment_name}"'
     async with calling_api(backend, doing):
-        # A retried action whose upgrade task is still running waits for that task instead of a second one.
-        running = await _running_started_task(backend, context, styrmin.TaskType.UPGRADE)
+        # A retried action whose upgrade task is still running gets that task back from the server
+        # (services.changes.unfinished_started_task), and waits for it instead of a second one.
+        running = await backend.api.request_upgrade(
+            context.deployment_name,
+            app_version=target_version,
+            driver_version=context.driver_version,
+            started_by_step=context.hook_step_id,
+        )
         if running is None:
-            running = await backend.api.request_upgrade(
-                context.deployment_name,
-                app_version=target_version,
-                driver_version=context.driver_version,
-                started_by_step=context.hook_step_id,
-            )
-            if running is None:
-                backend.log(f"{doing}: the deployment already runs it; no task started")
-                return None
+            backend.log(f"{doing}: the deployment already runs it; no task started")
+            return None
         return await _wait(backend, running, doing)
 
 
@@ -88,19 +87,6 @@ async def _set_components(
         if task_id is None:  # the API always records a stop or start; kept for safety
             raise ActionError(f"{doing}: the Styrmin API started no task.")
         return await _wait(backend, task_id, doing)
-
-
-async def _running_started_task(
-    backend: ActionBackend, context: GlobalContext, task_type: styrmin.TaskType
-) -> int | None:
-    """A task of ``task_type`` that this hook step started and that has not ended, if there is one."""
-    task = await backend.api.get_task(context.task_id)
-    for step in task.steps:
-        if step.id == context.hook_step_id:
-            for started in step.started_tasks:
-                if started.type == task_type and not started.status.ended:
-                    return started.id
-    return None
 
 
 async def _wait(backend: ActionBackend, task_id: int, doing: str) -> styrmin.Task:

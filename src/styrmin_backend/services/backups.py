@@ -42,6 +42,7 @@ from styrmin_backend.services.changes import (
     _get_changeable,
     _record_change,
     get_deployment,
+    unfinished_started_task,
 )
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import get_driver_row, stored_spec
@@ -110,6 +111,14 @@ def request_backup(
     row = get_driver_row(session, deployment.driver_name, driver_version)
     check_can_back_up(name, f"{row.name}@{row.version}", driver_hooks(row))
     if origin is not None:
+        unfinished = unfinished_started_task(session, origin, TaskType.BACKUP)
+        taking = (
+            session.scalars(select(BackupRow).where(BackupRow.task_id == unfinished.id)).first()
+            if unfinished
+            else None
+        )
+        if unfinished is not None and taking is not None:
+            return RecordedBackup(Backup.model_validate(taking), Recorded.of(deployment, unfinished))
         parent = session.get(TaskRow, origin.task_id)
         if parent is not None and parent.type == TaskType.UPGRADE.value:
             label = BackupLabel.PRE_UPGRADE

@@ -163,6 +163,16 @@ def upgrade_deployment(
     deployment = _get_changeable(session, name)
     target_driver = driver_version or deployment.driver_version
     target_app = app_version or deployment.app_version
+    if origin is not None:
+        unfinished = unfinished_started_task(session, origin, TaskType.UPGRADE)
+        if unfinished is not None and unfinished.change_id is not None:
+            change = session.get(ChangeRow, unfinished.change_id)
+            asked = requested_of(change) if change is not None else None
+            if isinstance(asked, RequestedUpgrade) and (asked.app_version, asked.driver_version) == (
+                target_app,
+                target_driver,
+            ):
+                return Recorded.of(deployment, unfinished)
     if origin is None:
         facts = deployment_status.facts_of(session, deployment)
         decision = decide_upgrade(Versions(target_app, target_driver), facts)
@@ -353,6 +363,24 @@ def origin_of(session: Session, by: Principal, step_id: int | None) -> Origin | 
             field="started_by_step",
         )
     return Origin(task_id=step.task_id, step_id=step.id)
+
+
+def unfinished_started_task(session: Session, origin: Origin, task_type: TaskType) -> TaskRow | None:
+    """The newest task of ``task_type`` that hook step ``origin`` started and that has not ended.
+
+    An action that asks for the same change again from the same step (a Prefect retry of a flow run
+    that stopped half done) gets this task back, to wait for, rather than a second one.
+    """
+    return session.scalars(
+        select(TaskRow)
+        .where(
+            TaskRow.parent_step_id == origin.step_id,
+            TaskRow.type == task_type.value,
+            TaskRow.status.in_([TaskStatus.PENDING.value, TaskStatus.RUNNING.value]),
+        )
+        .order_by(TaskRow.id.desc())
+        .limit(1)
+    ).first()
 
 
 def claimed_change(requested: RequestedChange, deployment: Deployment) -> Change:

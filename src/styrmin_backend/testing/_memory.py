@@ -292,10 +292,6 @@ class MemoryApi:
         self._may_read()
         return dict(self._world.configuration.env.get(component, {}))
 
-    async def get_task(self, task_id: int) -> styrmin.Task:
-        self._may_read()
-        return self._world.task(task_id)
-
     async def wait_for_task(self, task_id: int) -> styrmin.Task:
         self._may_read()
         return self._world.task(task_id)
