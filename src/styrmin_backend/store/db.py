@@ -44,6 +44,7 @@ def make_engine(url: str, *, wait_seconds: float = 30.0) -> Engine:
             pool_timeout=2 * wait_seconds,
         )
         event.listen(engine, "connect", _configure_sqlite)
+        event.listen(engine, "before_cursor_execute", _lock_before_reading_for_update)
     else:
         # No pre-ping: it costs a round trip per request; recycle connections instead.
         # A database host that does not answer at all (a network partition) fails a connection in
@@ -168,6 +169,27 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+def _lock_before_reading_for_update(
+    connection: Any, cursor: Any, _statement: str, _parameters: Any, context: Any, _executemany: bool
+) -> None:
+    """On SQLite, take the write lock before a ``SELECT ... FOR UPDATE`` that no write preceded.
+
+    SQLite has no row locks and renders no FOR UPDATE, and its Python driver begins a transaction
+    only at the first write: a service that reads a row "for update", decides, then writes (a task's
+    end, a cancel, a step's start) could decide on a row another request changed in between (a task
+    that ended while a cancel of it was being decided, then ended cancelled). ``BEGIN IMMEDIATE``
+    makes such a read wait for the other writer's commit, and holds the lock to the end of the
+    transaction, as the row lock does on PostgreSQL.
+    """
+    compiled = getattr(context, "compiled", None)
+    statement = getattr(compiled, "statement", None)
+    if getattr(statement, "_for_update_arg", None) is None:
+        return
+    dbapi_connection = connection.connection.dbapi_connection
+    if dbapi_connection is not None and not dbapi_connection.in_transaction:
+        cursor.execute("BEGIN IMMEDIATE")
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
