@@ -263,8 +263,12 @@ def _record_seen(session: Session, agent: AgentIdentity) -> None:
 
 
 def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
-    """Task ``task_id`` if ``agent`` holds its lease; raises Conflict otherwise."""
-    task = session.get(TaskRow, task_id)
+    """Task ``task_id`` if ``agent`` holds its lease; raises Conflict otherwise.
+
+    Read for update: what the agent then writes of the task (a step, its end) is decided on the row
+    as it stays until the commit, never on one a cancel changes meanwhile.
+    """
+    task = session.get(TaskRow, task_id, with_for_update=True, populate_existing=True)
     if task is None:
         raise NotFound(f"There is no task {task_id}.", field="task_id")
     if task.status == TaskStatus.CANCELLED.value and task.claimed_by == agent.id:
@@ -322,7 +326,7 @@ def end_claimed_task(
     lease's (it knows why the task failed; the lease only knew it went quiet), and that a cancelled
     task's work is noted as stopped.
     """
-    task = session.get(TaskRow, task_id)
+    task = session.get(TaskRow, task_id, with_for_update=True, populate_existing=True)
     if task is not None and task.claimed_by == agent.id and task.status != TaskStatus.RUNNING.value:
         if task.status == TaskStatus.FAILED.value and outage_rules.ended_by_lease_expiry(task.error):
             late = outage_rules.AGENT_LATE_SUCCESS_NOTE.format(at=outage_rules.when(utcnow()))

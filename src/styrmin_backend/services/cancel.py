@@ -32,7 +32,7 @@ def prefect_canceller(flow_run_id: str) -> str:
 
 def cancel_task(session: Session, task_id: int, *, by: str) -> Task:
     """Cancel task ``task_id`` on behalf of ``by``; raises NotFound, or Conflict when it has ended."""
-    row = session.get(TaskRow, task_id, with_for_update=True)
+    row = session.get(TaskRow, task_id, with_for_update=True, populate_existing=True)
     if row is None:
         raise NotFound(f"There is no task {task_id}.", field="task_id")
     if TaskStatus(row.status).ended:

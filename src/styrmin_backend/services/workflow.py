@@ -27,14 +27,15 @@ from styrmin_backend.store.models import StepRow, TaskRow
 
 
 def _task_row(session: Session, task_id: int) -> TaskRow:
-    row = session.get(TaskRow, task_id, with_for_update=True)
+    # populate_existing: a row this session loaded before the lock is read again, as locked.
+    row = session.get(TaskRow, task_id, with_for_update=True, populate_existing=True)
     if row is None:
         raise NotFound(f"There is no task {task_id}.", field="task_id")
     return row
 
 
 def _step_row(session: Session, step_id: int) -> StepRow:
-    row = session.get(StepRow, step_id, with_for_update=True)
+    row = session.get(StepRow, step_id, with_for_update=True, populate_existing=True)
     if row is None:
         raise NotFound(f"There is no step {step_id}.", field="step_id")
     return row
