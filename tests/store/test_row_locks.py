@@ -1,7 +1,8 @@
-"""A row a service reads "for update" stays as it read it until its transaction ends, on both engines.
+"""A row a service reads for update (``store.db.read_for_update``) stays as it read it until its
+transaction ends, on both engines.
 
-SQLite has no row locks: the store takes its write lock at such a read instead (store.db), so a
-cancel decided while a task's end is being written waits for that end, as on PostgreSQL.
+SQLite has no row locks: the store takes its write lock at such a read instead, so a cancel decided
+while a task's end is being written waits for that end, as on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import Conflict
 from styrmin_backend.domain.tasks import TaskStatus
 from styrmin_backend.services import agents, cancel, workflow
-from styrmin_backend.store.db import make_session_factory
+from styrmin_backend.store.db import make_session_factory, read_for_update
 from styrmin_backend.store.models import TaskRow
 
 HOLD_SECONDS = 0.5
@@ -81,7 +82,7 @@ def test_a_cancel_decided_while_a_task_ends_waits_for_that_end_and_is_refused(en
     task_id = _running_task(factory)
 
     def read(session: Session) -> None:
-        row = session.get(TaskRow, task_id, with_for_update=True)
+        row = read_for_update(session, TaskRow, task_id)
         assert row is not None and row.status == TaskStatus.RUNNING.value
 
     def end(session: Session) -> None:

@@ -30,7 +30,7 @@ from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.services.task_models import Step, Task
-from styrmin_backend.store.db import outages_of
+from styrmin_backend.store.db import outages_of, read_for_update
 from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, DriverRow, StepRow, TaskRow
 
 AGENT_KEY_PREFIX = "sta_"
@@ -268,7 +268,7 @@ def held_task(session: Session, agent: AgentIdentity, task_id: int) -> TaskRow:
     Read for update: what the agent then writes of the task (a step, its end) is decided on the row
     as it stays until the commit, never on one a cancel changes meanwhile.
     """
-    task = session.get(TaskRow, task_id, with_for_update=True, populate_existing=True)
+    task = read_for_update(session, TaskRow, task_id)
     if task is None:
         raise NotFound(f"There is no task {task_id}.", field="task_id")
     if task.status == TaskStatus.CANCELLED.value and task.claimed_by == agent.id:
@@ -326,7 +326,7 @@ def end_claimed_task(
     lease's (it knows why the task failed; the lease only knew it went quiet), and that a cancelled
     task's work is noted as stopped.
     """
-    task = session.get(TaskRow, task_id, with_for_update=True, populate_existing=True)
+    task = read_for_update(session, TaskRow, task_id)
     if task is not None and task.claimed_by == agent.id and task.status != TaskStatus.RUNNING.value:
         if task.status == TaskStatus.FAILED.value and outage_rules.ended_by_lease_expiry(task.error):
             late = outage_rules.AGENT_LATE_SUCCESS_NOTE.format(at=outage_rules.when(utcnow()))

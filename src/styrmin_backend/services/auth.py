@@ -26,6 +26,7 @@ from styrmin_backend.services.principal import ACTIONS_TOKEN_KIND, Principal
 from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_token, new_token, verify_password
 from styrmin_backend.services.users import User
+from styrmin_backend.store.db import read_for_update
 from styrmin_backend.store.models import DeploymentRow, LoginFailureRow, TaskRow, TokenRow, UserRow
 
 
@@ -94,7 +95,7 @@ def _count_failure(session: Session, keys: tuple[str, str], now: datetime) -> No
         try:
             with counting.begin():
                 for key in keys:
-                    row = counting.get(LoginFailureRow, key, with_for_update=True)
+                    row = read_for_update(counting, LoginFailureRow, key)
                     count = after_failure(_count(row), key, now)
                     if row is None:
                         counting.add(LoginFailureRow(key=key, failures=count.failures, last_failed_at=now))

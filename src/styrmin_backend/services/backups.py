@@ -111,14 +111,10 @@ def request_backup(
     row = get_driver_row(session, deployment.driver_name, driver_version)
     check_can_back_up(name, f"{row.name}@{row.version}", driver_hooks(row))
     if origin is not None:
-        unfinished = unfinished_started_task(session, origin, TaskType.BACKUP)
-        taking = (
-            session.scalars(select(BackupRow).where(BackupRow.task_id == unfinished.id)).first()
-            if unfinished
-            else None
-        )
-        if unfinished is not None and taking is not None:
-            return RecordedBackup(Backup.model_validate(taking), Recorded.of(deployment, unfinished))
+        if (unfinished := unfinished_started_task(session, origin, TaskType.BACKUP)) is not None:
+            taking = session.scalars(select(BackupRow).where(BackupRow.task_id == unfinished.id)).first()
+            if taking is not None:
+                return RecordedBackup(Backup.model_validate(taking), Recorded.of(deployment, unfinished))
         parent = session.get(TaskRow, origin.task_id)
         if parent is not None and parent.type == TaskType.UPGRADE.value:
             label = BackupLabel.PRE_UPGRADE

@@ -16,6 +16,7 @@ from styrmin_backend.domain.errors import Conflict, NotFound
 from styrmin_backend.domain.tasks import TaskStatus
 from styrmin_backend.services import auth, backups, deployment_status, workflow
 from styrmin_backend.services.task_models import Task
+from styrmin_backend.store.db import read_for_update
 from styrmin_backend.store.models import TaskRow
 
 CANCELLED_ERROR = (
@@ -32,7 +33,7 @@ def prefect_canceller(flow_run_id: str) -> str:
 
 def cancel_task(session: Session, task_id: int, *, by: str) -> Task:
     """Cancel task ``task_id`` on behalf of ``by``; raises NotFound, or Conflict when it has ended."""
-    row = session.get(TaskRow, task_id, with_for_update=True, populate_existing=True)
+    row = read_for_update(session, TaskRow, task_id)
     if row is None:
         raise NotFound(f"There is no task {task_id}.", field="task_id")
     if TaskStatus(row.status).ended:

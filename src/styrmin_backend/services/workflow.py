@@ -23,19 +23,19 @@ from styrmin_backend.domain.tasks import (
     rollup_result,
 )
 from styrmin_backend.services import task_models
+from styrmin_backend.store.db import read_for_update
 from styrmin_backend.store.models import StepRow, TaskRow
 
 
 def _task_row(session: Session, task_id: int) -> TaskRow:
-    # populate_existing: a row this session loaded before the lock is read again, as locked.
-    row = session.get(TaskRow, task_id, with_for_update=True, populate_existing=True)
+    row = read_for_update(session, TaskRow, task_id)
     if row is None:
         raise NotFound(f"There is no task {task_id}.", field="task_id")
     return row
 
 
 def _step_row(session: Session, step_id: int) -> StepRow:
-    row = session.get(StepRow, step_id, with_for_update=True, populate_existing=True)
+    row = read_for_update(session, StepRow, step_id)
     if row is None:
         raise NotFound(f"There is no step {step_id}.", field="step_id")
     return row

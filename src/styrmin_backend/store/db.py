@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
@@ -19,6 +19,8 @@ from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.outages import DATABASE, Outage
 
 log = logging.getLogger("styrmin.database")
+
+_Row = TypeVar("_Row")
 
 _CONNECT_TIMEOUT_SECONDS = 10
 
@@ -44,7 +46,6 @@ def make_engine(url: str, *, wait_seconds: float = 30.0) -> Engine:
             pool_timeout=2 * wait_seconds,
         )
         event.listen(engine, "connect", _configure_sqlite)
-        event.listen(engine, "before_cursor_execute", _lock_before_reading_for_update)
     else:
         # No pre-ping: it costs a round trip per request; recycle connections instead.
         # A database host that does not answer at all (a network partition) fails a connection in
@@ -171,25 +172,23 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _lock_before_reading_for_update(
-    connection: Any, cursor: Any, _statement: str, _parameters: Any, context: Any, _executemany: bool
-) -> None:
-    """On SQLite, take the write lock before a ``SELECT ... FOR UPDATE`` that no write preceded.
+def read_for_update(session: Session, model: type[_Row], key: Any) -> _Row | None:
+    """The row of ``model`` with primary key ``key``, locked until the session's transaction ends.
 
-    SQLite has no row locks and renders no FOR UPDATE, and its Python driver begins a transaction
-    only at the first write: a service that reads a row "for update", decides, then writes (a task's
-    end, a cancel, a step's start) could decide on a row another request changed in between (a task
-    that ended while a cancel of it was being decided, then ended cancelled). ``BEGIN IMMEDIATE``
-    makes such a read wait for the other writer's commit, and holds the lock to the end of the
-    transaction, as the row lock does on PostgreSQL.
+    For a service that decides from a row and then writes it (a task's end, a cancel, a step's
+    start): what it decides on is the row as it stays until the commit. The row is read again even
+    when the session loaded it earlier (``populate_existing``: a plain ``get`` with a lock keeps the
+    values it loaded before). PostgreSQL locks the row (``FOR UPDATE``). SQLite has no row locks and
+    its Python driver begins a transaction only at the first write, so the read would lock nothing:
+    there it takes the database's write lock first (``BEGIN IMMEDIATE``), unless a write of this
+    transaction took it already.
     """
-    compiled = getattr(context, "compiled", None)
-    statement = getattr(compiled, "statement", None)
-    if getattr(statement, "_for_update_arg", None) is None:
-        return
-    dbapi_connection = connection.connection.dbapi_connection
-    if dbapi_connection is not None and not dbapi_connection.in_transaction:
-        cursor.execute("BEGIN IMMEDIATE")
+    connection = session.connection()
+    if connection.dialect.name == "sqlite":
+        dbapi_connection = connection.connection.dbapi_connection
+        if dbapi_connection is not None and not dbapi_connection.in_transaction:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+    return session.get(model, key, with_for_update=True, populate_existing=True)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
