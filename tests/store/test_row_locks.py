@@ -110,3 +110,21 @@ def test_a_cancel_asked_for_while_the_agent_ends_the_task_is_refused_and_the_end
         lambda session: agents.held_task(session, agent, task_id) and None,
         lambda session: workflow.end_task(session, task_id) and None,
     )
+
+
+def test_a_row_read_for_update_again_after_its_transaction_ended_is_read_anew(engine: Engine) -> None:
+    """Within a transaction a locked row is answered from the session; once the transaction ends,
+    another's change to the row is what the next read for update sees, in the same session."""
+    factory = make_session_factory(engine)
+    task_id = _running_task(factory)
+    with factory() as session:
+        first = read_for_update(session, TaskRow, task_id)
+        assert first is not None and first.status == TaskStatus.RUNNING.value
+        session.flush()  # a flush ends a subtransaction of its own, not the lock
+        assert read_for_update(session, TaskRow, task_id) is first
+        session.commit()
+        with factory() as other:
+            cancel.cancel_task(other, task_id, by="bob")
+            other.commit()
+        again = read_for_update(session, TaskRow, task_id)
+        assert again is not None and again.status == TaskStatus.CANCELLED.value

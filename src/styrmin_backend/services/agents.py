@@ -347,7 +347,7 @@ def end_claimed_task(
 
 def _end_last_step(session: Session, task: TaskRow, step_id: int) -> None:
     """End ``step_id``, a step of ``task``, succeeded; one ended already stays as it ended."""
-    step = session.get(StepRow, step_id)
+    step = read_for_update(session, StepRow, step_id)
     if step is None or step.task_id != task.id:
         raise InvalidInput(
             f"last_step_id {step_id} is not a step of task {task.id}: send the id that "
@@ -379,7 +379,7 @@ def end_held_step(session: Session, agent: AgentIdentity, step_id: int, error: s
 
 def _end_step_once(session: Session, step_id: int, error: str | None) -> Step:
     """End a step; one ended already is answered as it ended (a retried call)."""
-    row = session.get(StepRow, step_id)
+    row = read_for_update(session, StepRow, step_id)
     if row is not None and row.ended_at is not None:
         return Step.model_validate(row)
     return workflow.end_step(session, step_id, error=error)
@@ -387,7 +387,7 @@ def _end_step_once(session: Session, step_id: int, error: str | None) -> Step:
 
 def add_note_once(session: Session, step_id: int, note: str) -> Step:
     """Add ``note`` to a step unless it is the step's last note already (a retried call)."""
-    row = session.get(StepRow, step_id)
+    row = read_for_update(session, StepRow, step_id)
     if row is not None and row.notes and row.notes[-1] == redact(note):
         return Step.model_validate(row)
     return workflow.add_step_note(session, step_id, note)

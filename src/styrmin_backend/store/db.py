@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import ExceptionContext
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.outages import DATABASE, Outage
@@ -172,6 +172,10 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+_LOCKED_ROWS = "styrmin.locked_rows"
+"""``Session.info`` key of the rows :func:`read_for_update` locked in the session's transaction."""
+
+
 def read_for_update(session: Session, model: type[_Row], key: Any) -> _Row | None:
     """The row of ``model`` with primary key ``key``, locked until the session's transaction ends.
 
@@ -182,13 +186,33 @@ def read_for_update(session: Session, model: type[_Row], key: Any) -> _Row | Non
     its Python driver begins a transaction only at the first write, so the read would lock nothing:
     there it takes the database's write lock first (``BEGIN IMMEDIATE``), unless a write of this
     transaction took it already.
+
+    A row this transaction locked already is answered from the session without a query: while the
+    lock holds, only this transaction can change it (a task's end reads its task for update in three
+    services, and sent the same SELECT three times).
     """
+    locked: set[tuple[type[Any], Any]] = session.info.setdefault(_LOCKED_ROWS, set())
+    if (model, key) in locked:
+        return session.get(model, key)
     connection = session.connection()
     if connection.dialect.name == "sqlite":
         dbapi_connection = connection.connection.dbapi_connection
         if dbapi_connection is not None and not dbapi_connection.in_transaction:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
-    return session.get(model, key, with_for_update=True, populate_existing=True)
+    row = session.get(model, key, with_for_update=True, populate_existing=True)
+    if row is not None:
+        locked.add((model, key))
+    return row
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _forget_locked_rows(session: Session, transaction: SessionTransaction) -> None:
+    """A transaction's end (a savepoint's too) lets go of its locks: the next read locks again.
+
+    Not a flush's: each flush runs in a subtransaction of its own, which ends with the flush.
+    """
+    if transaction.parent is None or transaction.nested:
+        session.info.pop(_LOCKED_ROWS, None)
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
