@@ -1,8 +1,11 @@
-"""Benchmark: GET /api/v1/tasks/{id} with 100,000 tasks and 500,000 steps in PostgreSQL.
+"""Benchmark: reads of a long history, 100,000 tasks and 500,000 steps of 100 deployments in PostgreSQL.
 
 Sets up its own database (dropped at the end), loads it with COPY, runs the real server on loopback
 (uvicorn, one process, as `styrmin server` does), warms up, then reads random tasks one at a time.
-Prints p50, p99 and throughput beside the target (p99 <= 20 ms).
+Prints p50, p99 and throughput beside the target (p99 <= 20 ms). Then lists the deployments
+(``GET /api/v1/deployments``, whose statuses read each deployment's latest changes) and prints its
+p50 and p99 beside the target of the list (p99 <= 100 ms, issue 23's figure for 200 deployments): a
+list must not grow slower as the deployments' histories grow.
 
     uv run python bench/task_read.py [--tasks 100000] [--requests 3000]
 """
@@ -28,6 +31,8 @@ from styrmin_backend.store.migrate import upgrade_database
 
 ADMIN_DSN = os.environ.get("STYRMIN_BENCH_POSTGRES", "host=127.0.0.1 port=5432 user=postgres dbname=test")
 TARGET_P99_MS = 20.0
+LIST_TARGET_P99_MS = 100.0
+LIST_REQUESTS = 200
 STEP_NAMES = [
     "Run the upgrade pre-hook",
     "Apply the chart",
@@ -160,6 +165,13 @@ def main() -> None:
                 samples.append((time.perf_counter() - t0) * 1000)
                 assert response.status_code == 200 and len(response.json()["steps"]) == args.steps_per_task
             elapsed = time.perf_counter() - begun
+            listed = []
+            for _ in range(LIST_REQUESTS + 20):
+                t0 = time.perf_counter()
+                response = client.get("/api/v1/deployments")
+                listed.append((time.perf_counter() - t0) * 1000)
+                assert response.status_code == 200 and len(response.json()) == 100
+            listed = listed[20:]  # the first ones warm up
         p50, p99 = percentile(samples, 0.50), percentile(samples, 0.99)
         print(f"GET /api/v1/tasks/{{id}} p50: {p50:.2f} ms")
         print(
@@ -167,6 +179,11 @@ def main() -> None:
         )
         print(
             f"GET /api/v1/tasks/{{id}} mean: {statistics.fmean(samples):.2f} ms, throughput: {args.requests / elapsed:.0f} req/s (one client)"
+        )
+        p50, p99 = percentile(listed, 0.50), percentile(listed, 0.99)
+        print(f"GET /api/v1/deployments (100, {args.tasks // 100:,} tasks each) p50: {p50:.2f} ms")
+        print(
+            f"GET /api/v1/deployments p99: {p99:.2f} ms   (target <= {LIST_TARGET_P99_MS:.0f} ms: {'met' if p99 <= LIST_TARGET_P99_MS else 'NOT met'})"
         )
     finally:
         with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
