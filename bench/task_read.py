@@ -107,6 +107,10 @@ def load(dsn: str, tasks: int, steps_per_task: int) -> None:
                             str(uuid.uuid4()),
                         )
                     )
+        connection.execute(  # as recording each requested change would have
+            "INSERT INTO latest_tasks (deployment_id, type, task_id) SELECT deployment_id, type, max(id) "
+            "FROM tasks WHERE parent_task_id IS NULL GROUP BY deployment_id, type"
+        )
         for table in ("tasks", "steps", "deployments"):
             connection.execute(
                 f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"  # noqa: S608 - fixed table names

@@ -93,3 +93,66 @@ def test_models_match_the_migrations(empty_database_url: str) -> None:
         differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
     engine.dispose()
     assert differences == [], "add a migration for the model change"
+
+
+def test_the_latest_tasks_migration_finds_each_deployments_newest_requested_task(
+    empty_database_url: str,
+) -> None:
+    """Tasks recorded before ``latest_tasks`` existed decide the statuses after the migration, as
+    they did before: the newest requested task of each type, never an action's linked one."""
+    from datetime import UTC, datetime
+
+    from alembic import command
+    from sqlalchemy import text
+
+    from styrmin_backend.domain.tasks import TaskType
+    from styrmin_backend.services.deployment_status import latest_changes
+    from styrmin_backend.store.migrate import _config
+
+    engine = make_engine(empty_database_url)
+    with engine.begin() as connection:
+        config = _config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0008_helm_locks_and_cancel")
+    now = datetime.now(UTC)
+    with engine.begin() as connection:
+        for name in ("shop", "blog"):
+            connection.execute(
+                text(
+                    "INSERT INTO deployments (name, namespace, cluster, driver_name, driver_version, "
+                    "app_version, configuration, stopped_components, status, last_revision, created_at, "
+                    "updated_at) VALUES (:name, :name, 'local', 'shop', '1.0.0', '1.0.0', '{}', '[]', "
+                    "'running', 0, :now, :now)"
+                ),
+                {"name": name, "now": now},
+            )
+        shop, blog = (
+            connection.execute(text("SELECT id FROM deployments WHERE name = :n"), {"n": n}).scalar_one()
+            for n in ("shop", "blog")
+        )
+        tasks = [  # (id, deployment, type, parent): 3 and 5 are an action's linked tasks
+            (1, shop, "create", None),
+            (2, shop, "upgrade", None),
+            (3, shop, "stop", 2),
+            (4, shop, "stop", None),
+            (5, shop, "stop", 4),
+            (6, blog, "create", None),
+        ]
+        for task_id, deployment, type_, parent in tasks:
+            connection.execute(
+                text(
+                    "INSERT INTO tasks (id, type, status, deployment_id, deployment_name, requested_by, "
+                    "created_at, parent_task_id, cluster) VALUES (:id, :type, 'succeeded', :deployment, "
+                    "'d', 'admin', :now, :parent, 'local')"
+                ),
+                {"id": task_id, "type": type_, "deployment": deployment, "parent": parent, "now": now},
+            )
+    upgrade_database(engine)
+    with make_session_factory(engine)() as session:
+        latest = latest_changes(session, [shop, blog])
+    engine.dispose()
+    found = {d: {t: change.task_id for t, change in of.items()} for d, of in latest.items()}
+    assert found == {
+        shop: {TaskType.CREATE: 1, TaskType.UPGRADE: 2, TaskType.STOP: 4},
+        blog: {TaskType.CREATE: 6},
+    }

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.status import LatestChange, Status, StatusFacts, Versions, deployment_status
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.services.change_models import RequestedUpgrade, requested_change, stored_result
-from styrmin_backend.store.models import ChangeRow, DeploymentRow, TaskRow
+from styrmin_backend.store.models import ChangeRow, DeploymentRow, LatestTaskRow, TaskRow
 
 
 class DeploymentVersions(Protocol):
@@ -33,23 +33,39 @@ class DeploymentVersions(Protocol):
     def stopped_components(self) -> Sequence[str]: ...
 
 
+def note_requested_task(session: Session, task: TaskRow) -> None:
+    """Make ``task``, which a user just requested, its deployment's latest of its type.
+
+    Called in the transaction that records the change, after the deployment row's revision was
+    taken: that lock orders two requests of one deployment, so the update-or-insert cannot race.
+    """
+    assert task.deployment_id is not None and task.parent_task_id is None
+    noted = session.execute(
+        update(LatestTaskRow)
+        .where(LatestTaskRow.deployment_id == task.deployment_id, LatestTaskRow.type == task.type)
+        .values(task_id=task.id)
+    )
+    if noted.rowcount == 0:  # type: ignore[attr-defined]
+        session.add(LatestTaskRow(deployment_id=task.deployment_id, type=task.type, task_id=task.id))
+
+
 def latest_changes(
     session: Session, deployment_ids: Sequence[int]
 ) -> dict[int, dict[TaskType, LatestChange]]:
-    """The latest task of each type that users requested (not actions' linked ones), per deployment."""
+    """The latest task of each type that users requested (not actions' linked ones), per deployment.
+
+    One row per deployment and type (``latest_tasks``), however many tasks each deployment had.
+    """
     if not deployment_ids:
         return {}
-    newest = (
-        select(func.max(TaskRow.id))
-        .where(TaskRow.deployment_id.in_(deployment_ids), TaskRow.parent_task_id.is_(None))
-        .group_by(TaskRow.deployment_id, TaskRow.type)
-    )
     # Only an upgrade's target is read from its change: the other changes' specs are not decrypted.
     upgrade = TaskType.UPGRADE.value
     rows = session.execute(
         select(TaskRow.id, TaskRow.deployment_id, TaskRow.type, TaskRow.status, ChangeRow.spec)
+        .select_from(LatestTaskRow)
+        .join(TaskRow, TaskRow.id == LatestTaskRow.task_id)
         .outerjoin(ChangeRow, and_(ChangeRow.id == TaskRow.change_id, TaskRow.type == upgrade))
-        .where(TaskRow.id.in_(newest))
+        .where(LatestTaskRow.deployment_id.in_(deployment_ids))
     )
     found: dict[int, dict[TaskType, LatestChange]] = {i: {} for i in deployment_ids}
     for task_id, deployment_id, type_, status, spec in rows:

@@ -184,6 +184,23 @@ class TaskRow(Base):
     waits_for_helm_of_task_id: Mapped[int | None] = mapped_column(Id)
 
 
+class LatestTaskRow(Base):
+    """The newest task users requested of each type, per deployment: what its status is decided from.
+
+    Written with each requested change, in the transaction that records it (the deployment row's
+    lock orders two requests of one deployment), so a list of deployments reads one row per
+    deployment and type, however long their histories grow.
+    """
+
+    __tablename__ = "latest_tasks"
+
+    deployment_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("deployments.id", ondelete="CASCADE"), primary_key=True
+    )
+    type: Mapped[str] = mapped_column(String(16), primary_key=True)
+    task_id: Mapped[int] = mapped_column(Id, ForeignKey("tasks.id", ondelete="CASCADE"))
+
+
 class HelmLockRow(Base):
     """The Helm operation running now on one release: Helm allows one at a time per release.
 
