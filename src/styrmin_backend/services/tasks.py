@@ -94,16 +94,28 @@ def list_tasks(
 
 def last_tasks(session: Session, deployment_ids: Sequence[int]) -> dict[int, Task]:
     """The newest task of each deployment of ``deployment_ids`` (those with one), by deployment id:
-    two queries for any number of deployments, where a list page asked once per deployment."""
+    two queries for any number of deployments, where a list page asked once per deployment.
+
+    Each deployment's newest task is one step down the (deployment, id) index: a grouped ``max``
+    read every task of every deployment listed, and grew slower with their histories.
+    """
     if not deployment_ids:
         return {}
-    newest = (
-        select(func.max(TaskRow.id))
-        .where(TaskRow.deployment_id.in_(deployment_ids))
-        .group_by(TaskRow.deployment_id)
+    newest_of_each = (
+        select(TaskRow.id)
+        .where(TaskRow.deployment_id == DeploymentRow.id)
+        .order_by(TaskRow.id.desc())
+        .limit(1)
+        .correlate(DeploymentRow)
+        .scalar_subquery()
     )
+    newest = session.scalars(select(newest_of_each).where(DeploymentRow.id.in_(deployment_ids))).all()
+    ids = [task_id for task_id in newest if task_id is not None]  # None: a deployment without tasks
+    if not ids:
+        return {}
+    # The ids as values, not as a subquery: PostgreSQL would hash-join the subquery with every task.
     items = with_waiting(
-        session, Task.read_all(session, select(*TaskRow.__table__.columns).where(TaskRow.id.in_(newest)))
+        session, Task.read_all(session, select(*TaskRow.__table__.columns).where(TaskRow.id.in_(ids)))
     )
     return {task.deployment_id: task for task in items if task.deployment_id}
 
