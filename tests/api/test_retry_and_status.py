@@ -103,3 +103,28 @@ def test_a_failed_create_is_retried_and_then_runs(stack: Stack) -> None:
 def test_retrying_a_missing_task_is_404(stack: Stack) -> None:
     admin = stack.headers(stack.token_for("admin"))
     assert stack.client.post("/api/v1/tasks/999/retry", headers=admin).status_code == 404
+
+
+def test_a_deployment_made_again_under_a_deleted_ones_name_starts_with_no_past(stack: Stack) -> None:
+    """The deleted deployment's changes are not the new one's: its status is its own create's."""
+    _deploy(stack)
+    agent = _agent(stack)
+    admin = stack.headers(stack.token_for("admin"))
+    _run(stack, agent, "1.0.0")
+    _upgrade(stack, admin, "6.0.0")
+    _run(stack, agent, "6.0.0", error="Step Run the upgrade hook failed.")
+    deleting = stack.client.delete("/api/v1/deployments/shop", headers=admin)
+    assert deleting.status_code == 202, deleting.text
+    while (claim := stack.client.post("/api/v1/agent/claim", json={}, headers=agent)).status_code == 200:
+        task_id = claim.json()["task"]["id"]
+        ended = stack.client.post(f"/api/v1/agent/tasks/{task_id}/end", json={}, headers=agent)
+        assert ended.status_code == 200, ended.text
+    gone = stack.client.get("/api/v1/deployments/shop", headers=admin)
+    assert gone.status_code == 404, gone.text
+
+    created = _deploy(stack)
+
+    shown = stack.client.get("/api/v1/deployments/shop", headers=admin).json()
+    assert (shown["status"], shown["status_task_id"]) == ("deploying", created)
+    listed = stack.client.get("/api/v1/deployments", headers=admin).json()
+    assert [(d["name"], d["status"]) for d in listed] == [("shop", "deploying")]
