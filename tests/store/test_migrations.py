@@ -99,7 +99,8 @@ def test_the_latest_tasks_migration_finds_each_deployments_newest_requested_task
     empty_database_url: str,
 ) -> None:
     """Tasks recorded before ``latest_tasks`` existed decide the statuses after the migration, as
-    they did before: the newest requested task of each type, never an action's linked one."""
+    they did before: the newest requested task of each type, never an action's linked one. So do
+    tasks recorded after it by any server, whichever version (a trigger keeps the table)."""
     from datetime import UTC, datetime
 
     from alembic import command
@@ -150,9 +151,34 @@ def test_the_latest_tasks_migration_finds_each_deployments_newest_requested_task
     upgrade_database(engine)
     with make_session_factory(engine)() as session:
         latest = latest_changes(session, [shop, blog])
-    engine.dispose()
     found = {d: {t: change.task_id for t, change in of.items()} for d, of in latest.items()}
     assert found == {
         shop: {TaskType.CREATE: 1, TaskType.UPGRADE: 2, TaskType.STOP: 4},
         blog: {TaskType.CREATE: 6},
+    }
+
+    # After the migration, a server of the previous version (a rolling upgrade) still inserts tasks
+    # as it always did: they count as well, the newest one of each type winning.
+    with engine.begin() as connection:
+        for task_id, deployment, type_, parent in [
+            (9, shop, "upgrade", None),
+            (10, shop, "upgrade", 9),
+            (8, shop, "upgrade", None),
+            (11, blog, "stop", None),
+        ]:
+            connection.execute(
+                text(
+                    "INSERT INTO tasks (id, type, status, deployment_id, deployment_name, requested_by, "
+                    "created_at, parent_task_id, cluster) VALUES (:id, :type, 'pending', :deployment, "
+                    "'d', 'admin', :now, :parent, 'local')"
+                ),
+                {"id": task_id, "type": type_, "deployment": deployment, "parent": parent, "now": now},
+            )
+    with make_session_factory(engine)() as session:
+        latest = latest_changes(session, [shop, blog])
+    engine.dispose()
+    found = {d: {t: change.task_id for t, change in of.items()} for d, of in latest.items()}
+    assert found == {
+        shop: {TaskType.CREATE: 1, TaskType.UPGRADE: 9, TaskType.STOP: 4},
+        blog: {TaskType.CREATE: 6, TaskType.STOP: 11},
     }

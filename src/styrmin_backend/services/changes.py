@@ -508,6 +508,5 @@ def _record_change(
     session.add(task)
     session.flush()
     if origin is None:
-        deployment_status.note_requested_task(session, task)
         deployment_status.refresh_status(session, deployment)
     return task

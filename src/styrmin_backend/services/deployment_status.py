@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
@@ -33,28 +33,13 @@ class DeploymentVersions(Protocol):
     def stopped_components(self) -> Sequence[str]: ...
 
 
-def note_requested_task(session: Session, task: TaskRow) -> None:
-    """Make ``task``, which a user just requested, its deployment's latest of its type.
-
-    Called in the transaction that records the change, after the deployment row's revision was
-    taken: that lock orders two requests of one deployment, so the update-or-insert cannot race.
-    """
-    assert task.deployment_id is not None and task.parent_task_id is None
-    noted = session.execute(
-        update(LatestTaskRow)
-        .where(LatestTaskRow.deployment_id == task.deployment_id, LatestTaskRow.type == task.type)
-        .values(task_id=task.id)
-    )
-    if noted.rowcount == 0:  # type: ignore[attr-defined]
-        session.add(LatestTaskRow(deployment_id=task.deployment_id, type=task.type, task_id=task.id))
-
-
 def latest_changes(
     session: Session, deployment_ids: Sequence[int]
 ) -> dict[int, dict[TaskType, LatestChange]]:
     """The latest task of each type that users requested (not actions' linked ones), per deployment.
 
-    One row per deployment and type (``latest_tasks``), however many tasks each deployment had.
+    One row per deployment and type (``latest_tasks``, which a trigger on ``tasks`` keeps; see
+    migration 0009), however many tasks each deployment had.
     """
     if not deployment_ids:
         return {}

@@ -187,9 +187,10 @@ class TaskRow(Base):
 class LatestTaskRow(Base):
     """The newest task users requested of each type, per deployment: what its status is decided from.
 
-    Written with each requested change, in the transaction that records it (the deployment row's
-    lock orders two requests of one deployment), so a list of deployments reads one row per
-    deployment and type, however long their histories grow.
+    Written by a trigger on ``tasks`` at each requested task's insert (migration 0009), never by
+    the services: a server of the previous version, still serving during a rolling upgrade, keeps
+    it too. A list of deployments reads one row per deployment and type, however long their
+    histories grow.
     """
 
     __tablename__ = "latest_tasks"
