@@ -7,6 +7,7 @@ The server serves them on ``/metrics``; the agent on its own port when
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
@@ -206,9 +207,47 @@ def server_registry(engine: Engine) -> CollectorRegistry:
     registry.register(_Shared(SERVER_REGISTRY))
     _runtime_collectors(registry)
     _build_info(registry)
-    registry.register(_TasksByTypeAndStatus(engine))
-    registry.register(_DeploymentStatus(engine))
+    registry.register(CachedCollector(_TasksByTypeAndStatus(engine)))
+    registry.register(CachedCollector(_DeploymentStatus(engine)))
     return registry
+
+
+DATABASE_METRICS_SECONDS = 5.0
+"""How long the database's counts and statuses on ``/metrics`` are answered again before being read
+anew: far below a Prometheus scrape interval, and a flood of requests costs one read per period."""
+
+
+class CachedCollector(Collector):
+    """``source``'s metrics, collected again only once ``seconds`` have gone by since the last time.
+
+    ``/metrics`` needs no credentials, and the task counts read the whole tasks table: each request
+    reading it again would let any caller make the server's work grow with the history.
+    """
+
+    def __init__(
+        self,
+        source: Collector,
+        seconds: float = DATABASE_METRICS_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._source = source
+        self._seconds = seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._collected_at: float | None = None
+        self._families: list[object] = []
+
+    def describe(self) -> Iterator[object]:  # type: ignore[override]
+        return iter(self._source.describe())  # type: ignore[attr-defined]
+
+    def collect(self) -> Iterator[object]:  # type: ignore[override]
+        with self._lock:  # requests at once wait for one read, then share it
+            now = self._clock()
+            if self._collected_at is None or now - self._collected_at >= self._seconds:
+                self._families = list(self._source.collect())
+                self._collected_at = now
+            families = self._families
+        yield from families
 
 
 class _Shared(Collector):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
-from sqlalchemy import text
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import event, text
 
+from styrmin_backend.metrics import CachedCollector
 from styrmin_backend.store.db import make_engine
 from tests.api.conftest import Stack
 
@@ -67,3 +71,44 @@ def test_metrics_show_the_process_python_build_and_each_deployments_status(stack
     assert 'styrmin_deployment_status{deployment="shop",status="deploying"} 1.0' in lines
     assert 'styrmin_deployment_status{deployment="shop",status="running"} 0.0' in lines
     assert not any('status="deleted"' in line for line in lines if line.startswith("styrmin_deployment"))
+
+
+def test_a_flood_of_scrapes_reads_the_database_once_per_period(stack: Stack) -> None:
+    """``/metrics`` needs no credentials and counts every task: requests in a row share one read."""
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    body = {"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"}
+    assert stack.client.post("/api/v1/deployments", json=body, headers=admin).status_code == 202
+    first = stack.client.get("/metrics").text.splitlines()
+    assert 'styrmin_tasks{status="pending",type="create"} 1.0' in first
+    statements: list[str] = []
+    listen = lambda *args: statements.append(args[2])  # noqa: E731 - before_cursor_execute's statement
+    event.listen(stack.engine, "before_cursor_execute", listen)
+    try:
+        for _ in range(20):
+            lines = stack.client.get("/metrics").text.splitlines()
+            assert 'styrmin_tasks{status="pending",type="create"} 1.0' in lines
+            assert 'styrmin_deployment_status{deployment="shop",status="deploying"} 1.0' in lines
+    finally:
+        event.remove(stack.engine, "before_cursor_execute", listen)
+    assert not [s for s in statements if "FROM tasks" in s or "FROM deployments" in s], statements
+
+
+def test_a_cached_collector_collects_again_once_its_period_went_by() -> None:
+    now = [100.0]
+    collected: list[float] = []
+
+    class FakeCountingCollector(Collector):
+        """In memory: notes when it was collected, and says how many times."""
+
+        def collect(self) -> Iterator[GaugeMetricFamily]:
+            collected.append(now[0])
+            yield GaugeMetricFamily("collections", "Collections so far.", value=len(collected))
+
+    cached = CachedCollector(FakeCountingCollector(), seconds=5, clock=lambda: now[0])
+    values = []
+    for at in (100.0, 101.0, 104.9, 105.0, 106.0, 110.5):
+        now[0] = at
+        values.append([family.samples[0].value for family in cached.collect()])  # type: ignore[attr-defined]
+    assert collected == [100.0, 105.0, 110.5]
+    assert values == [[1], [1], [1], [2], [2], [3]]
