@@ -152,6 +152,7 @@ class TaskRow(Base):
         Index("ix_tasks_deployment_id_id", "deployment_id", "id"),
         Index("ix_tasks_status_id", "status", "id"),
         Index("ix_tasks_cluster_status_id", "cluster", "status", "id"),
+        Index("ix_tasks_type_status", "type", "status"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
