@@ -12,6 +12,7 @@ from sqlalchemy import event, text
 from styrmin_backend.metrics import CachedCollector
 from styrmin_backend.store.db import make_engine
 from tests.api.conftest import Stack
+from tests.api.test_agent_protocol import _deploy
 
 
 def test_probes_answer_without_a_login(stack: Stack) -> None:
@@ -75,10 +76,7 @@ def test_metrics_show_the_process_python_build_and_each_deployments_status(stack
 
 def test_a_flood_of_scrapes_reads_the_database_once_per_period(stack: Stack) -> None:
     """``/metrics`` needs no credentials and counts every task: requests in a row share one read."""
-    stack.add_driver()
-    admin = stack.headers(stack.token_for("admin"))
-    body = {"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"}
-    assert stack.client.post("/api/v1/deployments", json=body, headers=admin).status_code == 202
+    _deploy(stack)
     first = stack.client.get("/metrics").text.splitlines()
     assert 'styrmin_tasks{status="pending",type="create"} 1.0' in first
     statements: list[str] = []

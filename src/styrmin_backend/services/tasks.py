@@ -94,7 +94,7 @@ def list_tasks(
 
 def last_tasks(session: Session, deployment_ids: Sequence[int]) -> dict[int, Task]:
     """The newest task of each deployment of ``deployment_ids`` (those with one), by deployment id:
-    two queries for any number of deployments, where a list page asked once per deployment.
+    the same few queries for any number of deployments, where a list page asked once per deployment.
 
     Each deployment's newest task is one step down the (deployment, id) index: a grouped ``max``
     read every task of every deployment listed, and grew slower with their histories.

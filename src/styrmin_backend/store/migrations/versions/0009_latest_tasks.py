@@ -67,9 +67,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(
-        "DROP TRIGGER tasks_note_latest" + (" ON tasks" if op.get_bind().dialect.name == "postgresql" else "")
-    )
     if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP TRIGGER tasks_note_latest ON tasks")
         op.execute("DROP FUNCTION styrmin_note_latest_task()")
+    else:
+        op.execute("DROP TRIGGER tasks_note_latest")
     op.drop_table("latest_tasks")
