@@ -97,3 +97,52 @@ def test_the_fork_server_does_without_helms_library(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "no helm"
+
+
+DECODED = """
+import json
+import sys
+
+from lightkube.core.decoders import decode_list, decode_object
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Pod
+
+if sys.argv[1] == "warmed":
+    from styrmin_backend.agent.prefect._process import _warm_up
+
+    _warm_up()
+deployment = {
+    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop-server", "labels": {"a": "b"}},
+    "spec": {
+        "replicas": 2, "selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{
+            "name": "server", "image": "shop:1.0.0", "env": [{"name": "LEVEL", "value": "debug"},
+            {"name": "KEY", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+        }]}},
+    },
+}
+job = {"metadata": {"name": "shop-migrate-7f3c"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+pod = {"metadata": {"name": "p"}, "status": {"containerStatuses": [{
+    "name": "command", "image": "i", "imageID": "", "ready": False, "restartCount": 0,
+    "state": {"terminated": {"exitCode": 3}},
+}]}}
+print(json.dumps([
+    decode_object(json.dumps(deployment).encode(), Deployment).to_dict(),
+    [j.to_dict() for j in decode_list(json.dumps({"items": [job]}).encode(), Job)[2]],
+    [p.to_dict() for p in decode_list(json.dumps({"items": [pod]}).encode(), Pod)[2]],
+], sort_keys=True))
+"""
+
+
+def test_the_cluster_objects_an_action_reads_decode_the_same_after_the_warm_up() -> None:
+    """The fork server builds lightkube's decoders before actions run: what they decode must not change."""
+    answers = [
+        subprocess.run([sys.executable, "-c", DECODED, how], capture_output=True, text=True, timeout=600)
+        for how in ("cold", "warmed")
+    ]
+    for done in answers:
+        assert done.returncode == 0, done.stderr[-3000:]
+    cold, warmed = (done.stdout for done in answers)
+    assert '"exitCode": 3' in cold and '"secretKeyRef"' in cold
+    assert warmed == cold

@@ -6,7 +6,7 @@ import logging
 
 from styrmin_backend.actions._api import SdkApi
 from styrmin_backend.actions._backend import set_default_backend
-from styrmin_backend.actions._kube import LightkubeCluster
+from styrmin_backend.actions._kube import LightkubeCluster, prepare_decoders
 
 _log = logging.getLogger("styrmin.actions")
 
@@ -15,6 +15,11 @@ def wire_real_backend() -> None:
     """Make the primitives of this process's actions use the real backend (the action process's entry
     point calls it)."""
     set_default_backend(lambda context: RealBackend(context.api_url))
+
+
+def prepare_real_backend() -> None:
+    """Do, once before actions run, the work the real backend's first calls would do in each action."""
+    prepare_decoders()
 
 
 class RealBackend:

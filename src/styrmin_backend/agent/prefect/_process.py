@@ -136,12 +136,14 @@ def _make_a_cluster_client() -> None:
 def _load_the_primitives_backend() -> None:
     """Import what the first primitive an action calls loads otherwise (about 0.2 s on a busy machine):
     the backend over the Styrmin SDK and lightkube, the SDK's client and models, the workload and Job
-    resources, and the event-loop backend of the HTTP library's first request."""
+    resources and their decoders, and the event-loop backend of the HTTP library's first request."""
     import anyio._backends._asyncio  # noqa: F401
 
     import styrmin._async_client
     import styrmin.models  # noqa: F401
-    import styrmin_backend.actions._real  # noqa: F401
+    from styrmin_backend.actions._real import prepare_real_backend
+
+    prepare_real_backend()
 
 
 def _accepted(function: Any, parameters: dict[str, Any]) -> dict[str, Any]:
