@@ -218,6 +218,31 @@ def test_complete_prefects_models_still_holds() -> None:
     )
 
 
+def test_build_the_orchestration_result_model_still_holds() -> None:
+    import os
+    from typing import Any
+
+    import prefect.utilities.engine
+    from prefect.client.schemas import OrchestrationResult
+
+    built = _compat.build_the_orchestration_result_model()
+    _holds(
+        "build_the_orchestration_result_model",
+        "OrchestrationResult[Any]" in inspect.getsource(prefect.utilities.engine.propose_state),
+        "propose_state's naming OrchestrationResult[Any] (else building it ahead saves nothing)",
+    )
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # as an action's process, forked from the fork server: the model is there
+        os.write(writing, b"same" if OrchestrationResult[Any] is built else b"new")
+        os._exit(0)
+    os.waitpid(child, 0)
+    answer = os.read(reading, 16)
+    os.close(reading)
+    os.close(writing)
+    _holds("build_the_orchestration_result_model", answer == b"same", "pydantic's cache of generic models")
+
+
 async def _two_writers_one_read_first(database: str) -> int:
     """Writer one reads, then writer two reads and writes, then writer one writes: as two actions
     creating their flow runs at once do. Returns the rows written; raises what a writer raised."""
@@ -271,6 +296,35 @@ async def test_sqlite_writers_wait_their_turn_still_holds(
         await _two_writers_one_read_first(str(tmp_path / "patched.db")) == 2,
         "AioSqliteConfiguration.begin_transaction's BEGIN mode",
     )
+
+
+def test_uuid_columns_declare_their_operators_still_holds() -> None:
+    import uuid
+    import warnings
+
+    from prefect.server.utilities.database import UUID
+    from sqlalchemy import column
+
+    def compare() -> list[warnings.WarningMessage]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            column("id", UUID()) == uuid.uuid4()  # noqa: B015 (built, not used: the warning is the point)
+        return caught
+
+    declared = vars(UUID).get("operator_classes")
+    try:
+        if declared is not None:  # patched earlier in this process
+            del UUID.operator_classes
+        _holds(
+            "uuid_columns_declare_their_operators",
+            any("OperatorClass" in str(w.message) for w in compare()),
+            "the UUID type declaring no operators (SQLAlchemy's warning on each comparison)",
+        )
+        assert _compat.uuid_columns_declare_their_operators()
+        _holds("uuid_columns_declare_their_operators", not compare(), "SQLAlchemy's operator classes")
+    finally:
+        if declared is not None:
+            UUID.operator_classes = declared
 
 
 def test_background_worker_polls_less_still_holds(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -370,6 +370,7 @@ def main(argv: list[str]) -> int:
 
     wire_real_backend()  # the composition root of the primitives in every action's process
     _compat.complete_prefects_models()
+    _compat.build_the_orchestration_result_model()
     _prepared.append(_Prepared())
     # What the warm-up made lives as long as the process and is shared, copy-on-write, with every
     # child: out of the children's collections (a full one walked it all, about 0.1 s, and wrote
