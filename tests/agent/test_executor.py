@@ -7,6 +7,7 @@ notes and result as the task would show them.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -14,9 +15,16 @@ import pytest
 import yaml
 
 from styrmin_backend.agent.backups import CREDENTIALS_SECRET, NO_BACKUP_STORAGE_ERROR
-from styrmin_backend.agent.fakes import FakeHelm, FakePorts, FakePrefectHealth, FakeStep, FakeStyrminServer
-from styrmin_backend.agent.ports import LinkedTask
-from styrmin_backend.agent.reconciliation import Reconciliation
+from styrmin_backend.agent.fakes import (
+    FakeCluster,
+    FakeHelm,
+    FakePorts,
+    FakePrefectHealth,
+    FakeStep,
+    FakeStyrminServer,
+)
+from styrmin_backend.agent.ports import LinkedTask, WorkloadView
+from styrmin_backend.agent.reconciliation import COMPONENT_READS_AT_ONCE, Reconciliation
 from styrmin_backend.agent.server_api import ServerError
 from styrmin_backend.domain.backups import (
     CHECK_FILES_STEP,
@@ -130,6 +138,44 @@ async def test_create_runs_setup_pre_install_post_and_reports_the_components() -
     assert (seen["server"].replicas, seen["server"].ready_replicas) == (1, 1)
     assert ports.cluster.styrmin_deployments[(NAME, NAME)]["revision"] == 1
     assert [a.is_upgrade for a in ports.helm.applied] == [False]
+
+
+class FakeClusterCountingReads(FakeCluster):
+    """The fake cluster, whose workload reads each take a moment, counting how many were in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = 0
+        self.most_at_once = 0
+
+    async def workload(self, namespace: str, kind: str, name: str) -> WorkloadView:
+        self.reading += 1
+        self.most_at_once = max(self.most_at_once, self.reading)
+        try:
+            await asyncio.sleep(0.01)
+            return await super().workload(namespace, kind, name)
+        finally:
+            self.reading -= 1
+
+
+async def test_a_driver_of_many_components_gets_each_reported_in_order_read_a_few_at_a_time() -> None:
+    ports = FakePorts(cluster=FakeClusterCountingReads())
+    spec = yaml.safe_load((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
+    extra = [f"worker-{n}" for n in range(12)]
+    spec["spec"]["components"] += [
+        {"name": name, "workload": {"kind": "Deployment", "name": f"{{{{ .Release.Name }}}}-{name}"}}
+        for name in extra
+    ]
+    spec["spec"]["actions"] = []
+    ports.drivers.add(load_driver_spec(yaml.safe_dump(spec)))
+    await run(ports, claim("create", revision=1))
+    end = ports.server.ends[TASK]
+    assert end.status == "succeeded"
+    assert [c.name for c in end.components or []] == ["server", "task-worker", *extra]
+    assert [c.workload for c in end.components or []][-1] == f"{NAME}-worker-11"
+    # Side by side, not one round trip per component; and never more at once than the bound.
+    assert isinstance(ports.cluster, FakeClusterCountingReads)
+    assert ports.cluster.most_at_once == COMPONENT_READS_AT_ONCE
 
 
 class StepEndsCounted(FakeStyrminServer):

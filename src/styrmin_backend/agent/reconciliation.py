@@ -66,6 +66,12 @@ class Target:
     stopped_components: list[str]
 
 
+COMPONENT_READS_AT_ONCE = 8
+"""Workloads a task's end reads at the same time to report its components: one round trip for the
+usual driver, instead of one per component, and a bound on what a driver of many components asks
+of the cluster at once."""
+
+
 class Reconciliation:
     """Carries out one claimed task and ends it, however it ends."""
 
@@ -169,16 +175,27 @@ class Reconciliation:
         self, listed: Mapping[WorkloadKey, WorkloadView] | None = None
     ) -> list[ComponentStatus] | None:
         """What the component workloads look like now (those in ``listed`` as listed); None when they
-        cannot be read (logged)."""
+        cannot be read (logged). The workloads not listed are read side by side, a few at a time."""
+        reading = asyncio.Semaphore(COMPONENT_READS_AT_ONCE)
+
+        async def read(kind: str, name: str) -> WorkloadView | None:
+            workload = (listed or {}).get(WorkloadKey(self.namespace, kind, name))
+            if workload is not None:
+                return workload
+            try:  # not listed: applied before the agent labelled its workloads, or missing
+                async with reading:
+                    return await self.ports.cluster.workload(self.namespace, kind, name)
+            except ClusterError:
+                return None
+
         try:
             spec = await self._spec()
+            components = spec.spec.components
+            names = [(c.workload.kind, c.workload.resolved_name(self.name)) for c in components]
+            read_all = await asyncio.gather(*(read(kind, name) for kind, name in names))
             statuses = []
-            for component in spec.spec.components:
-                kind, name = component.workload.kind, component.workload.resolved_name(self.name)
-                workload = (listed or {}).get(WorkloadKey(self.namespace, kind, name))
-                try:  # not listed: applied before the agent labelled its workloads, or missing
-                    workload = workload or await self.ports.cluster.workload(self.namespace, kind, name)
-                except ClusterError:
+            for component, (kind, name), workload in zip(components, names, read_all, strict=True):
+                if workload is None:
                     continue
                 containers = list(workload.containers)
                 first = (
