@@ -480,6 +480,26 @@ async def test_stop_then_start_scale_the_component_to_zero_and_back_to_its_confi
     started = await run(ports, claim("start", revision=3, components=["task-worker"]))
     assert [(s.name, s.status) for s in started] == [(START_STEP, "succeeded")]
     assert ports.cluster.workloads[(NAME, "Deployment", f"{NAME}-task-worker")].replicas == 2
+    # Nothing else changed since the install: both set the replicas in place, with no Helm upgrade.
+    assert [r.stopped_components for r in ports.helm.scaled_in_place] == [("task-worker",), ()]
+    assert ports.helm.applied == []
+
+
+async def test_a_stop_after_a_configuration_change_not_yet_applied_is_a_helm_upgrade() -> None:
+    ports = fakes()
+    await installed(ports)
+    steps = await run(
+        ports,
+        claim(
+            "stop",
+            stopped=["task-worker"],
+            components=["task-worker"],
+            values={"taskWorker": {"replicas": 2}},
+        ),
+    )
+    assert [(s.name, s.status) for s in steps] == [(STOP_STEP, "succeeded")]
+    assert ports.helm.scaled_in_place == []
+    assert ports.helm.applied[-1].configuration.values == {"taskWorker": {"replicas": 2}}
 
 
 async def test_a_stop_that_a_later_change_undid_changes_nothing_and_says_the_later_change_decides() -> None:

@@ -56,7 +56,9 @@ class FakeHelmInMemory:
     async def prepare(self, request: Any) -> Any:
         return request
 
-    async def apply(self, chart: Any, release: str, namespace: str, timeout: int) -> None:
+    async def apply(
+        self, chart: Any, release: str, namespace: str, timeout: int, *, replicas_only: bool = False
+    ) -> None:
         """``chart`` here is the number of the task applying it."""
         if release in self.running:
             raise RuntimeError("another operation (install/upgrade/rollback) is in progress")
@@ -151,7 +153,9 @@ class RenderingHelmInMemory(FakeHelmInMemory):
             raise RuntimeError("the chart does not render")
         return RenderedInMemory(request.task)
 
-    async def apply(self, chart: Any, release: str, namespace: str, timeout: int) -> None:
+    async def apply(
+        self, chart: Any, release: str, namespace: str, timeout: int, *, replicas_only: bool = False
+    ) -> None:
         await super().apply(chart.task, release, namespace, timeout)
 
 

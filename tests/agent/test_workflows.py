@@ -4,10 +4,12 @@ checked in milliseconds on the executor's fakes in test_executor.py."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
 import pytest
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apps_v1 import Deployment
@@ -90,23 +92,72 @@ def test_a_crashing_action_shows_its_first_error_log_line_redacted(
     assert "Giving up" in error and "hunter2" not in error and "<redacted>" in error
 
 
-def test_stop_and_start_scale_the_component_workloads(stack: Stack, deployment_name: str) -> None:
+def _helm_revision(stack: Stack, name: str) -> int:
+    """The latest revision in the release's Helm history, as `helm history` shows it."""
+    config = helm.Config(kubeconfig_path=str(stack.cluster.kubeconfig_path), namespace=name)
+    try:
+        return max(int(r["revision"]) for r in config.history(name))
+    finally:
+        config.close()
+
+
+def _replicas_owners(stack: Stack, name: str, workload: str, home: Path) -> list[tuple[str, str]]:
+    """(manager, operation) of each field manager that owns the workload's .spec.replicas (kubectl)."""
+    shown = run_kubectl(
+        stack.cluster.kubeconfig_path,
+        home,
+        name,
+        "get",
+        "deployment",
+        workload,
+        "-o",
+        "json",
+        "--show-managed-fields",
+    )
+    managed = json.loads(shown.stdout)["metadata"]["managedFields"]
+    return [
+        (m["manager"], m["operation"])
+        for m in managed
+        if "f:replicas" in (m.get("fieldsV1") or {}).get("f:spec", {})
+    ]
+
+
+def test_stop_and_start_scale_the_component_workloads(
+    stack: Stack, deployment_name: str, tmp_path: Path
+) -> None:
     stack.push("5.1.0")
     assert create(stack, deployment_name, "5.1.0")["status"] == "succeeded"
     workload = f"{deployment_name}-task-worker"
+    installed = _helm_revision(stack, deployment_name)
     stop = stack.http.post(
         f"/api/v1/deployments/{deployment_name}/stop", json={"components": ["task-worker"]}
     )
     task = stack.wait(stop.json()["task"]["id"])
     assert (task["status"], step_names(task)) == ("succeeded", [STOP_STEP])
-    assert stack.kube.get(Deployment, workload, namespace=deployment_name).spec.replicas == 0  # type: ignore[union-attr]
+    replicas = run_kubectl(
+        stack.cluster.kubeconfig_path,
+        tmp_path,
+        deployment_name,
+        "get",
+        "deployment",
+        workload,
+        "-o",
+        "jsonpath={.spec.replicas}",
+    )
+    assert replicas.stdout == "0"
     assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["status"] == "stopped"
-    # A configuration change keeps a stopped component stopped...
+    # Nothing but the replicas changed: they were set in place, as Helm's own field manager, with no
+    # Helm upgrade (no revision), and Helm alone still owns them.
+    assert _helm_revision(stack, deployment_name) == installed
+    owners = _replicas_owners(stack, deployment_name, workload, tmp_path)
+    assert len(owners) == 1 and owners[0][1] == "Apply", owners
+    # A configuration change is a Helm upgrade, and keeps a stopped component stopped...
     configure = stack.http.put(
         f"/api/v1/deployments/{deployment_name}/configuration",
         json={"values": {"taskWorker": {"replicas": 2}}},
     )
     assert stack.wait(configure.json()["task"]["id"])["status"] == "succeeded"
+    assert _helm_revision(stack, deployment_name) == installed + 1
     assert stack.kube.get(Deployment, workload, namespace=deployment_name).spec.replicas == 0  # type: ignore[union-attr]
     # ...and starting it brings the replicas the configuration sets.
     start = stack.http.post(
@@ -117,6 +168,16 @@ def test_stop_and_start_scale_the_component_workloads(stack: Stack, deployment_n
     worker = stack.kube.get(Deployment, workload, namespace=deployment_name)
     assert worker.status is not None and worker.status.readyReplicas == 2
     assert stack.http.get(f"/api/v1/deployments/{deployment_name}").json()["status"] == "running"
+    assert _helm_revision(stack, deployment_name) == installed + 1
+    assert _replicas_owners(stack, deployment_name, workload, tmp_path) == owners
+    # Helm's next upgrade that changes the replicas meets no conflict: they have one owner.
+    configure = stack.http.put(
+        f"/api/v1/deployments/{deployment_name}/configuration",
+        json={"values": {"taskWorker": {"replicas": 1}}},
+    )
+    assert stack.wait(configure.json()["task"]["id"])["status"] == "succeeded"
+    assert stack.kube.get(Deployment, workload, namespace=deployment_name).spec.replicas == 1  # type: ignore[union-attr]
+    assert _helm_revision(stack, deployment_name) == installed + 2
 
 
 def test_an_action_past_its_timeout_is_ended_and_fails_its_step(stack: Stack, deployment_name: str) -> None:

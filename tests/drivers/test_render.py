@@ -20,7 +20,7 @@ from styrmin_backend.drivers import (
     prepare_install_chart,
     render_deployment,
 )
-from styrmin_backend.drivers.render import REPLICAS_ANNOTATION
+from styrmin_backend.drivers.render import RELEASE_DIGEST_ANNOTATION, REPLICAS_ANNOTATION
 from styrmin_drivers.spec import DriverSpec
 from tests.drivers.conftest import CHART_TEMPLATE, EXAMPLE_DRIVER, SPEC, MakeDriver
 
@@ -33,6 +33,19 @@ def demo(make_driver: MakeDriver) -> tuple[Path, DriverSpec]:
 
 def _workload(manifests: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return next(m for m in manifests if m["kind"] == kind and m["metadata"]["name"] == name)
+
+
+def _as_shown(documents: list[dict[str, Any]], digest: str) -> list[dict[str, Any]]:
+    """The documents of an install chart without the release digest, once each component workload
+    (and only those) is found to carry ``digest``: the agent's bookkeeping, which previews leave out
+    as they leave out Helm's own ownership annotations."""
+    shown = copy.deepcopy(documents)
+    for document in shown:
+        annotations = document.get("metadata", {}).get("annotations") or {}
+        if document["kind"] in ("Deployment", "StatefulSet"):
+            assert annotations.pop(RELEASE_DIGEST_ANNOTATION) == digest
+        assert RELEASE_DIGEST_ANNOTATION not in annotations
+    return shown
 
 
 def _containers(workload: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -189,7 +202,7 @@ def test_install_chart_renders_exactly_the_deployments_manifests(
         assert chart.metadata["name"] == "demo"
         rendered = chart.render(install.values, name="shop", namespace="team-a")
     documents = [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
-    assert documents == expected
+    assert _as_shown(documents, install.digest) == expected
     assert install.values == {"replicas": 2}
 
 
@@ -303,7 +316,7 @@ def test_secret_env_vars_reach_the_container_from_the_releases_secret_only(
     with helm.Chart.load(install.path) as chart:
         rendered = chart.render(install.values, name="shop", namespace="default")
     documents = [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
-    assert documents == manifests
+    assert _as_shown(documents, install.digest) == manifests
 
 
 def test_stopped_components_render_at_zero_replicas_and_every_component_keeps_its_configured_ones(
@@ -330,7 +343,37 @@ def test_stopped_components_render_at_zero_replicas_and_every_component_keeps_it
     shown = render_deployment(
         EXAMPLE_DRIVER, spec, "shop", "default", "1.0.0", configuration, stopped_components=["task-worker"]
     )
-    assert _workload(shown, "Deployment", "shop-task-worker") == worker
+    assert _workload(_as_shown(rendered, install.digest), "Deployment", "shop-task-worker") == _workload(
+        shown, "Deployment", "shop-task-worker"
+    )
+
+
+def test_the_release_digest_is_the_same_for_a_stop_or_start_and_changes_with_anything_else(
+    tmp_path: Path,
+) -> None:
+    """A stop or start renders the release digest the last apply recorded (the agent may then set
+    the replicas in place); any other change to the release renders another one."""
+    spec = load_driver_spec((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
+
+    def digest(version: str, values: dict[str, Any], stopped: list[str]) -> str:
+        install = prepare_install_chart(
+            EXAMPLE_DRIVER,
+            spec,
+            "shop",
+            "default",
+            version,
+            DeploymentConfiguration(values=values),
+            tmp_path / f"install-{len(list(tmp_path.iterdir()))}",
+            stopped_components=stopped,
+        )
+        assert [w["metadata"]["name"] for w in install.workloads] == ["shop-server", "shop-task-worker"]
+        return install.digest
+
+    running = digest("1.0.0", {}, [])
+    assert digest("1.0.0", {}, ["task-worker"]) == running
+    assert digest("1.0.0", {}, ["task-worker", "server"]) == running
+    assert digest("1.1.0", {}, ["task-worker"]) != running
+    assert digest("1.0.0", {"taskWorker": {"replicas": 2}}, []) != running
 
 
 def test_an_output_read_again_gives_objects_of_its_own_that_match_the_first(

@@ -126,10 +126,24 @@ class HelmCharts:
             raise
         return RenderedChart(chart, scratch)
 
-    async def apply(self, chart: PreparedChart, release: str, namespace: str, timeout: int) -> str | None:
+    async def apply(
+        self, chart: PreparedChart, release: str, namespace: str, timeout: int, *, replicas_only: bool = False
+    ) -> str | None:
         assert isinstance(chart, RenderedChart)
         rendered = chart.chart
-        return await self.releases.apply(rendered.path, rendered.values, release, namespace, timeout)
+        if replicas_only and await self.releases.scale_in_place(
+            rendered.digest, rendered.workloads, release, namespace
+        ):
+            return None
+        return await self.releases.apply(
+            rendered.path,
+            rendered.values,
+            release,
+            namespace,
+            timeout,
+            digest=rendered.digest,
+            workloads=rendered.workloads,
+        )
 
     async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
         return await self.releases.uninstall(release, namespace, timeout)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -222,6 +222,10 @@ class FakeChart:
         return None
 
 
+def _but_replicas(request: ChartRequest) -> ChartRequest:
+    return replace(request, stopped_components=(), is_upgrade=True)
+
+
 class FakeHelm:
     """Helm, in memory: each chart applied sets the component workloads of ``cluster``.
 
@@ -234,6 +238,10 @@ class FakeHelm:
         self.cluster = cluster
         self.replicas = dict(replicas or {})
         self.applied: list[ChartRequest] = []
+        """The charts applied by a Helm install or upgrade."""
+        self.scaled_in_place: list[ChartRequest] = []
+        """The charts of stops and starts whose replicas were set in place (no Helm upgrade)."""
+        self.last_applied: dict[tuple[str, str], ChartRequest] = {}
         self.releases: set[tuple[str, str]] = set()
         self.uninstalled: list[tuple[str, str]] = []
         self.render_error: Exception | None = None
@@ -247,12 +255,19 @@ class FakeHelm:
             raise self.render_error
         return FakeChart(request)
 
-    async def apply(self, chart: PreparedChart, release: str, namespace: str, timeout: int) -> str | None:
+    async def apply(
+        self, chart: PreparedChart, release: str, namespace: str, timeout: int, *, replicas_only: bool = False
+    ) -> str | None:
         assert isinstance(chart, FakeChart)
+        last = self.last_applied.pop((namespace, release), None)
         if self.apply_error is not None:
             raise self.apply_error
         request = chart.request
-        self.applied.append(request)
+        if replicas_only and last is not None and _but_replicas(last) == _but_replicas(request):
+            self.scaled_in_place.append(request)  # as the real port: the same release but for replicas
+        else:
+            self.applied.append(request)
+        self.last_applied[(namespace, release)] = request
         self.releases.add((namespace, release))
         for component in request.spec.spec.components:
             configured = self.replicas.get(component.name, 1)
@@ -273,6 +288,7 @@ class FakeHelm:
 
     async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
         self.uninstalled.append((namespace, release))
+        self.last_applied.pop((namespace, release), None)
         if (namespace, release) not in self.releases:
             return False
         self.releases.discard((namespace, release))

@@ -193,17 +193,23 @@ class LockedHelmReleases:
             raise
         return LockedChart(chart, lock)
 
-    async def apply(self, chart: PreparedChart, release: str, namespace: str, timeout: int) -> str | None:
-        """Install or upgrade once no other task runs a Helm operation on the release."""
+    async def apply(
+        self, chart: PreparedChart, release: str, namespace: str, timeout: int, *, replicas_only: bool = False
+    ) -> str | None:
+        """Install or upgrade (or scale in place) once no other task runs a Helm operation on the release."""
         if not isinstance(chart, LockedChart):  # rendered elsewhere: the lock is taken now
             async with self._held(namespace, release):
-                return await _to_the_end(self._helm.apply(chart, release, namespace, timeout))
+                return await _to_the_end(
+                    self._helm.apply(chart, release, namespace, timeout, replicas_only=replicas_only)
+                )
         lock = chart.lock
         assert lock.held and (lock.namespace, lock.release) == (namespace, release), (
             "taken for another release"
         )
         try:
-            recovered = await _to_the_end(self._helm.apply(chart.chart, release, namespace, timeout))
+            recovered = await _to_the_end(
+                self._helm.apply(chart.chart, release, namespace, timeout, replicas_only=replicas_only)
+            )
         except BaseException:
             await lock.let_go()
             raise

@@ -171,8 +171,15 @@ class Helm(Protocol):
         """Render the chart (``RenderError`` / ``ConfigurationError`` when it does not)."""
         ...
 
-    async def apply(self, chart: PreparedChart, release: str, namespace: str, timeout: int) -> str | None:
-        """Install or upgrade, waiting until ready; a note on what was undone first, else None."""
+    async def apply(
+        self, chart: PreparedChart, release: str, namespace: str, timeout: int, *, replicas_only: bool = False
+    ) -> str | None:
+        """Install or upgrade, waiting until ready; a note on what was undone first, else None.
+
+        ``replicas_only``: the task stops or starts components. When the chart is the release as last
+        applied but for its component workloads' replicas, those are set in place, with no Helm
+        upgrade (and no revision in the release's history); the caller waits for the replicas.
+        """
         ...
 
     async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:

@@ -468,8 +468,11 @@ class Reconciliation:
             return False
         return True
 
-    async def _apply_chart(self, step_id: int) -> bool:
-        """Write the StyrminDeployment and apply the chart; False when a later revision was there."""
+    async def _apply_chart(self, step_id: int, *, replicas_only: bool = False) -> bool:
+        """Write the StyrminDeployment and apply the chart; False when a later revision was there.
+
+        ``replicas_only``: a stop or start, which Helm may leave to the components' replicas
+        (``Helm.apply``)."""
         request = ChartRequest(
             driver_dir=await self._driver_dir(),
             spec=await self._spec(),
@@ -495,7 +498,9 @@ class Reconciliation:
             return False
         chart = rendering.result()
         try:
-            recovered = await helm.apply(chart, self.name, self.namespace, CHART_TIMEOUT_SECONDS)
+            recovered = await helm.apply(
+                chart, self.name, self.namespace, CHART_TIMEOUT_SECONDS, replicas_only=replicas_only
+            )
         finally:
             await chart.discard()
         if recovered is not None:
@@ -512,9 +517,10 @@ class Reconciliation:
             await self.ports.server.add_note(step_id, f"Release {self.name} was not installed.")
 
     async def _scale_components(self, step_id: int, components: list[str], running: bool) -> None:
-        # Through Helm, like every other write to the workloads: one owner of .spec.replicas, so later
-        # Helm upgrades never conflict with it. It applies the deployment's current configuration,
-        # with the stopped components at zero replicas.
+        # It applies the deployment's current configuration, with the stopped components at zero
+        # replicas. When that is the release as last applied but for those replicas, the Helm port sets
+        # them in place, as Helm's own field manager (one owner of .spec.replicas, so later Helm
+        # upgrades never conflict with it); otherwise it is a Helm upgrade like any other.
         spec = await self._spec()
         # The task uses the deployment's current configuration, which includes later changes: when
         # one of them stops (or starts) a component again, this task can never get it there.
@@ -527,7 +533,7 @@ class Reconciliation:
                 "configuration, so this one could never get there; it changed nothing. The later change "
                 "decides; request this one again if it should still apply."
             )
-        if not await self._apply_chart(step_id):
+        if not await self._apply_chart(step_id, replicas_only=True):
             return
         by_name = {c.name: c for c in spec.spec.components}
         cluster = self.ports.cluster

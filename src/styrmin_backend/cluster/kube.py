@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,13 @@ from lightkube.operators import exists
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import Namespace, Secret
+from lightkube.types import PatchType
 
 from styrmin_backend.cluster.connection import ClusterConnection
 from styrmin_backend.domain.deployments import later_revision_wins
+from styrmin_backend.domain.scale_in_place import as_helm_applies, helm_manager, only_replicas_differ
+
+log = logging.getLogger("styrmin.agent")
 
 FIELD_MANAGER = "styrmin-agent"
 GROUP = "styrmin.io"
@@ -225,6 +230,48 @@ class ClusterAccess:
             raise ClusterError(
                 f"{kind}s labelled {label} could not be listed: {error.status.message}"
             ) from error
+
+    async def scale_as_helm(self, namespace: str, release: str, manifest: dict[str, Any]) -> bool:
+        """Apply a component workload's manifest as Helm applies it, under Helm's field manager, when
+        that changes nothing of the live workload but its replicas (``domain.scale_in_place``).
+
+        False, with nothing changed, when it would change more, when Helm did not apply it
+        server-side, when another manager owns its replicas (a conflict), or when the cluster
+        refuses any of it: Helm applies it then, and says what is wrong, if anything is.
+        """
+        kind, name = manifest.get("kind"), (manifest.get("metadata") or {}).get("name")
+        resource = _WORKLOADS.get(str(kind))
+        if resource is None or not name:
+            return False
+        namespace = (manifest.get("metadata") or {}).get("namespace") or namespace
+        try:
+            live = (await self._client.get(resource, name, namespace=namespace)).to_dict()
+            manager = helm_manager(live)
+            if manager is None:
+                return False
+            body = as_helm_applies(manifest, release, namespace)
+
+            async def apply(dry_run: bool) -> dict[str, Any]:
+                applied = await self._client.patch(
+                    resource,
+                    name,
+                    body,
+                    namespace=namespace,
+                    patch_type=PatchType.APPLY,
+                    field_manager=manager,
+                    force=False,
+                    dry_run=dry_run,
+                )
+                shown: dict[str, Any] = applied.to_dict()
+                return shown
+
+            if not only_replicas_differ(live, await apply(dry_run=True)):
+                return False
+            await apply(dry_run=False)
+        except ApiError as error:
+            log.info("%s %s/%s is applied by Helm, not scaled in place: %s", kind, namespace, name, error)
+            return False
+        return True
 
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
         """Wait until a workload has exactly ``replicas`` ready (and, for 0, no replicas left).

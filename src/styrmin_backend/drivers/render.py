@@ -17,6 +17,7 @@ import copy
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 from collections.abc import Collection
@@ -30,6 +31,7 @@ import yaml
 from styrmin_backend._helm_chart import RenderError as RenderError
 from styrmin_backend._helm_chart import load_chart, render_loaded
 from styrmin_backend.domain.limits import RENDER_MAX_MEMORY_BYTES, RENDER_TIMEOUT_SECONDS
+from styrmin_backend.domain.scale_in_place import release_digest
 from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.drivers.configuration import DeploymentConfiguration
 from styrmin_backend.drivers.workloads import (
@@ -49,6 +51,13 @@ _YamlDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 REPLICAS_ANNOTATION = "styrmin.io/configured-replicas"
 """Set on each component workload the agent applies: its replicas as the chart renders them (a start
 brings a stopped component back to them)."""
+RELEASE_DIGEST_ANNOTATION = "styrmin.io/release-digest"
+"""Set on each component workload the agent applies: the digest of the whole release as rendered but
+for the component workloads' replicas (``domain.scale_in_place``). A stop or start whose render has
+the digest a workload carries may set its replicas in place, without a Helm upgrade."""
+_RELEASE_DIGEST_KEY = secrets.token_bytes(32)
+"""This process's key of release digests (never stored): another process's digests never match, so
+a restarted agent's first stop or start of a release is a Helm upgrade, as it knows none anyway."""
 SECRET_CHECKSUM_ANNOTATION = "styrmin.io/secret-env-checksum"  # noqa: S105 - a name
 """Pod template annotation: a digest of the component's secret env vars (a change rolls pods out)."""
 _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
@@ -68,6 +77,10 @@ class InstallChart:
 
     path: Path
     values: dict[str, Any]
+    digest: str = ""
+    """The release's digest but for the component workloads' replicas (:data:`RELEASE_DIGEST_ANNOTATION`)."""
+    workloads: tuple[dict[str, Any], ...] = ()
+    """The component workloads' manifests, as the chart holds them (a stop or start may apply them)."""
 
 
 def render_chart_folder(
@@ -321,6 +334,17 @@ def prepare_install_chart(
     set_component_replicas(manifests, spec, release_name, stopped_components)
     metadata.pop("dependencies", None)
     metadata["appVersion"] = app_version
+    workloads = [
+        w for w in (find_workload(manifests, c, release_name) for c in spec.spec.components) if w is not None
+    ]
+    digest = release_digest(
+        manifests,
+        {(w["kind"], w["metadata"]["name"]) for w in workloads},
+        {"metadata": metadata, "crds": crds},
+        _RELEASE_DIGEST_KEY,
+    )
+    for workload in workloads:
+        workload["metadata"]["annotations"][RELEASE_DIGEST_ANNOTATION] = digest
     destination.mkdir(parents=True, exist_ok=True)
     (destination / "Chart.yaml").write_text(yaml.safe_dump(metadata, sort_keys=True))
     (destination / "templates").mkdir(exist_ok=True)
@@ -335,7 +359,9 @@ def prepare_install_chart(
         (destination / "crds").mkdir(exist_ok=True)
         for index, crd in enumerate(crds):
             (destination / "crds" / f"{index:04d}-{Path(crd['filename']).name}").write_text(crd["data"])
-    return InstallChart(path=destination, values=dict(configuration.values))
+    return InstallChart(
+        path=destination, values=dict(configuration.values), digest=digest, workloads=tuple(workloads)
+    )
 
 
 def _merged_env(

@@ -1,0 +1,195 @@
+"""A stop or start sets replicas in place only when nothing else would change; otherwise Helm applies.
+
+On the local cluster, with real Helm and the example driver's chart as the agent renders it. Each
+refusal leaves the workload as it was, so that the Helm upgrade that follows does the whole change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import helm_python as helm
+import pytest
+from lightkube import Client, KubeConfig
+from lightkube.resources.apps_v1 import Deployment
+
+from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.drivers import (
+    DeploymentConfiguration,
+    InstallChart,
+    load_driver_spec,
+    prepare_install_chart,
+)
+from styrmin_localcluster import LocalCluster
+from tests.support.drivers import EXAMPLE_DRIVER
+
+pytestmark = pytest.mark.slow
+
+SPEC = load_driver_spec((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
+TIMEOUT = 120
+WORKER = "shop-task-worker"
+_folders = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("localcluster"), [EXAMPLE_DRIVER / "catalog"]) as running:
+        yield running
+
+
+def _chart(
+    tmp_path: Path, namespace: str, stopped: list[str], values: dict[str, object] | None = None
+) -> InstallChart:
+    return prepare_install_chart(
+        EXAMPLE_DRIVER,
+        SPEC,
+        "shop",
+        namespace,
+        "1.0.0",
+        DeploymentConfiguration(values=values or {}),
+        tmp_path / f"chart-{next(_folders)}",
+        stopped_components=stopped,
+    )
+
+
+def _revision(cluster: LocalCluster, namespace: str) -> int:
+    config = helm.Config(kubeconfig_path=str(cluster.kubeconfig_path), namespace=namespace)
+    try:
+        return max(int(r["revision"]) for r in config.history("shop"))
+    finally:
+        config.close()
+
+
+def _replicas(cluster: LocalCluster, namespace: str) -> int:
+    workload = Client(KubeConfig.from_file(cluster.kubeconfig_path)).get(
+        Deployment, WORKER, namespace=namespace
+    )
+    assert workload.spec is not None and workload.spec.replicas is not None
+    return workload.spec.replicas
+
+
+async def _apply(releases: HelmReleases, chart: InstallChart, namespace: str) -> None:
+    await releases.apply(
+        chart.path, chart.values, "shop", namespace, TIMEOUT, digest=chart.digest, workloads=chart.workloads
+    )
+
+
+async def _scale(releases: HelmReleases, chart: InstallChart, namespace: str) -> bool:
+    return await releases.scale_in_place(chart.digest, chart.workloads, "shop", namespace)
+
+
+def test_a_stop_and_a_start_set_the_replicas_in_place_and_helm_upgrades_after_them(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        access = ClusterAccess(cluster.kubeconfig_path)
+        releases = HelmReleases(cluster.kubeconfig_path, cluster=access)
+        try:
+            await _apply(releases, _chart(tmp_path, "inplace", []), "inplace")
+            installed = _revision(cluster, "inplace")
+            assert await _scale(releases, _chart(tmp_path, "inplace", ["task-worker"]), "inplace")
+            assert (_replicas(cluster, "inplace"), _revision(cluster, "inplace")) == (0, installed)
+            assert await _scale(releases, _chart(tmp_path, "inplace", []), "inplace")
+            assert (_replicas(cluster, "inplace"), _revision(cluster, "inplace")) == (1, installed)
+            # Helm's own upgrades still change the replicas (no field conflict), and keep no memory of
+            # the scale: the next stop after one is in place again.
+            await _apply(
+                releases, _chart(tmp_path, "inplace", [], {"taskWorker": {"replicas": 3}}), "inplace"
+            )
+            assert (_replicas(cluster, "inplace"), _revision(cluster, "inplace")) == (3, installed + 1)
+            stop = _chart(tmp_path, "inplace", ["task-worker"], {"taskWorker": {"replicas": 3}})
+            assert await _scale(releases, stop, "inplace")
+            assert _replicas(cluster, "inplace") == 0
+        finally:
+            releases.close()
+            await access.close()
+
+    asyncio.run(scenario())
+
+
+def test_anything_but_the_replicas_changing_leaves_it_to_helm(cluster: LocalCluster, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        access = ClusterAccess(cluster.kubeconfig_path)
+        releases = HelmReleases(cluster.kubeconfig_path, cluster=access)
+        try:
+            await _apply(releases, _chart(tmp_path, "refused", []), "refused")
+            # Another configuration: its other objects would not be applied.
+            changed = _chart(tmp_path, "refused", ["task-worker"], {"taskWorker": {"replicas": 2}})
+            assert not await _scale(releases, changed, "refused")
+            # A label someone else added is theirs: Helm's apply leaves it, and so does the scale.
+            kube = Client(KubeConfig.from_file(cluster.kubeconfig_path))
+            kube.patch(Deployment, WORKER, {"metadata": {"labels": {"team": "a"}}}, namespace="refused")
+            assert await _scale(releases, _chart(tmp_path, "refused", ["task-worker"]), "refused")
+            scaled = kube.get(Deployment, WORKER, namespace="refused")
+            assert scaled.metadata is not None and (scaled.metadata.labels or {})["team"] == "a"
+            assert _replicas(cluster, "refused") == 0
+            # A field Helm applied, changed by someone else since: not as Helm left it.
+            image = {
+                "spec": {"template": {"spec": {"containers": [{"name": "task-worker", "image": "x:2"}]}}}
+            }
+            kube.patch(Deployment, WORKER, image, namespace="refused")
+            assert not await _scale(releases, _chart(tmp_path, "refused", []), "refused")
+            assert _replicas(cluster, "refused") == 0
+            # Helm does the start then (forcing nothing: it takes back only what it may), and the
+            # release is known again.
+            kube.patch(
+                Deployment,
+                WORKER,
+                {
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {"name": "task-worker", "image": "example.com/shop/task-worker:1.0.0"}
+                                ]
+                            }
+                        }
+                    }
+                },
+                namespace="refused",
+            )
+            await _apply(releases, _chart(tmp_path, "refused", []), "refused")
+            assert _replicas(cluster, "refused") == 1
+            assert await _scale(releases, _chart(tmp_path, "refused", ["task-worker"]), "refused")
+            assert _replicas(cluster, "refused") == 0
+            # Replicas someone scaled behind Styrmin's back: another manager owns them (a conflict).
+            Client(KubeConfig.from_file(cluster.kubeconfig_path)).patch(
+                Deployment, WORKER, {"spec": {"replicas": 4}}, namespace="refused"
+            )
+            assert not await _scale(releases, _chart(tmp_path, "refused", []), "refused")
+            assert _replicas(cluster, "refused") == 4
+        finally:
+            releases.close()
+            await access.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_release_this_process_did_not_apply_is_left_to_helm(cluster: LocalCluster, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        access = ClusterAccess(cluster.kubeconfig_path)
+        first = HelmReleases(cluster.kubeconfig_path, cluster=access)
+        other = HelmReleases(cluster.kubeconfig_path, cluster=access)
+        without_cluster = HelmReleases(cluster.kubeconfig_path)
+        try:
+            await _apply(first, _chart(tmp_path, "elsewhere", []), "elsewhere")
+            await _apply(without_cluster, _chart(tmp_path, "elsewhere", []), "elsewhere")
+            stop = _chart(tmp_path, "elsewhere", ["task-worker"])
+            assert not await _scale(without_cluster, stop, "elsewhere")  # no client to scale with
+            assert not await _scale(other, stop, "elsewhere")  # another agent's: applied by Helm
+            # Another agent applied another configuration since this one applied it: the workload
+            # carries that release's digest, and the dry run shows the difference.
+            await _apply(
+                other, _chart(tmp_path, "elsewhere", [], {"taskWorker": {"replicas": 2}}), "elsewhere"
+            )
+            assert not await _scale(first, stop, "elsewhere")
+            assert _replicas(cluster, "elsewhere") == 2
+        finally:
+            for releases in (first, other, without_cluster):
+                releases.close()
+            await access.close()
+
+    asyncio.run(scenario())
