@@ -14,7 +14,7 @@ from pathlib import Path
 import helm_python as helm
 import pytest
 from lightkube import Client, KubeConfig
-from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.apps_v1 import Deployment, StatefulSet
 
 from styrmin_backend.cluster import ClusterAccess, HelmReleases
 from styrmin_backend.drivers import (
@@ -190,6 +190,97 @@ def test_a_release_this_process_did_not_apply_is_left_to_helm(cluster: LocalClus
         finally:
             for releases in (first, other, without_cluster):
                 releases.close()
+            await access.close()
+
+    asyncio.run(scenario())
+
+
+STATEFUL_SPEC = """\
+apiVersion: styrmin.io/v1
+kind: Driver
+metadata:
+  name: queue
+  version: 1.0.0
+spec:
+  application:
+    name: Queue
+    defaultVersion: "1.0.0"
+  chart:
+    path: chart
+  components:
+    - name: broker
+      workload:
+        kind: StatefulSet
+        name: "{{ .Release.Name }}-broker"
+"""
+
+STATEFUL_CHART = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: {{ .Release.Name }}-broker
+spec:
+  serviceName: {{ .Release.Name }}-broker
+  replicas: 2
+  selector:
+    matchLabels: {app: broker}
+  template:
+    metadata:
+      labels: {app: broker}
+    spec:
+      containers:
+        - name: broker
+          image: "example.com/shop/task-worker:{{ .Chart.AppVersion }}"  # in the example's catalog
+"""
+
+
+def test_a_statefulset_is_stopped_and_started_in_place_too(cluster: LocalCluster, tmp_path: Path) -> None:
+    package = tmp_path / "queue"
+    (package / "chart" / "templates").mkdir(parents=True)
+    (package / "chart" / "Chart.yaml").write_text("apiVersion: v2\nname: queue\nversion: 0.1.0\n")
+    (package / "chart" / "templates" / "broker.yaml").write_text(STATEFUL_CHART)
+    spec = load_driver_spec(STATEFUL_SPEC)
+
+    def chart(stopped: list[str]) -> InstallChart:
+        return prepare_install_chart(
+            package,
+            spec,
+            "queue",
+            "stateful",
+            "1.0.0",
+            DeploymentConfiguration(),
+            tmp_path / f"chart-{next(_folders)}",
+            stopped_components=stopped,
+        )
+
+    def replicas() -> int:
+        kube = Client(KubeConfig.from_file(cluster.kubeconfig_path))
+        broker = kube.get(StatefulSet, "queue-broker", namespace="stateful")
+        assert broker.spec is not None and broker.spec.replicas is not None
+        return broker.spec.replicas
+
+    async def scenario() -> None:
+        access = ClusterAccess(cluster.kubeconfig_path)
+        releases = HelmReleases(cluster.kubeconfig_path, cluster=access)
+        try:
+            installed = chart([])
+            await releases.apply(
+                installed.path,
+                installed.values,
+                "queue",
+                "stateful",
+                TIMEOUT,
+                digest=installed.digest,
+                workloads=installed.workloads,
+            )
+            stop = chart(["broker"])
+            assert await releases.scale_in_place(stop.digest, stop.workloads, "queue", "stateful")
+            assert replicas() == 0
+            start = chart([])
+            assert await releases.scale_in_place(start.digest, start.workloads, "queue", "stateful")
+            assert replicas() == 2
+        finally:
+            releases.close()
             await access.close()
 
     asyncio.run(scenario())
