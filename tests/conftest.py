@@ -47,6 +47,9 @@ def _cheap_password_hashing() -> Iterator[None]:
 
 LONGEST_FIRST = (
     "tests/production/test_install.py",
+    # Three whole stacks of its own, one after the other (268 s alone on 2026-12-04): queued in
+    # collection order it started among the last files and kept its worker going after the other.
+    "tests/production/test_outages.py",
     "tests/test_styrmin_up.py",
     "tests/web/test_browser_end_to_end.py",
     "tests/agent/test_resilience.py",
