@@ -24,6 +24,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,10 +119,18 @@ def outage_stack(
         postgres.start()
         with psycopg.connect(postgres.dsn, autocommit=True) as admin:
             admin.execute('CREATE DATABASE "styrmin"')
-        cluster = stack.enter_context(LocalCluster(work / "cluster", [EXAMPLE_DRIVER / "catalog"]))
+        # Prefect's start (about 16 s) runs beside the local cluster's and the servers': only the agents
+        # need it.
+        pool = stack.enter_context(ThreadPoolExecutor(2))
         prefect = LocalPrefectServer(work / "prefect")
-        prefect.start(timeout=300)
-        stack.callback(prefect.stop)
+        prefect_started = pool.submit(prefect.start, timeout=300)
+
+        def stop_prefect() -> None:
+            wait([prefect_started])  # a start still under way is stopped once it is done
+            prefect.stop()
+
+        stack.callback(stop_prefect)
+        cluster = stack.enter_context(LocalCluster(work / "cluster", [EXAMPLE_DRIVER / "catalog"]))
         secret_key = Fernet.generate_key().decode()
         ports = [free_port(), free_port()]
         urls = [f"http://127.0.0.1:{port}" for port in ports]
@@ -155,6 +164,9 @@ def outage_stack(
             stack.callback(client.close)
             clients.append(client)
         agents: list[Process] = []
+        # Stopped side by side (each waits for its actions' grace period), not one after the other.
+        stack.callback(lambda: list(pool.map(Process.stop, agents)))
+        prefect_started.result()
         for index in range(2):
             key = clients[0].agents.create(f"agent-{index}", cluster="local").key
             env = {
@@ -170,9 +182,7 @@ def outage_stack(
                 "STYRMIN_RETRY_SECONDS": f"{retry_seconds:g}",
                 "STYRMIN_LOG_LEVEL": "INFO",
             }
-            agent = Process(["agent"], env, work / f"agent-{index}.log")
-            stack.callback(agent.stop)
-            agents.append(agent)
+            agents.append(Process(["agent"], env, work / f"agent-{index}.log"))
         for agent in agents:
             _wait_for_line(agent, "Agent serving")
         clients[0].drivers.push(EXAMPLE_DRIVER)
