@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import helm_python as helm
@@ -71,6 +72,19 @@ def _replicas(cluster: LocalCluster, namespace: str) -> int:
     return workload.spec.replicas
 
 
+@asynccontextmanager
+async def _releases(cluster: LocalCluster, count: int = 1) -> AsyncIterator[tuple[HelmReleases, ...]]:
+    """``count`` agents' Helm releases that may scale in place, sharing one cluster client."""
+    access = ClusterAccess(cluster.kubeconfig_path)
+    releases = tuple(HelmReleases(cluster.kubeconfig_path, cluster=access) for _ in range(count))
+    try:
+        yield releases
+    finally:
+        for each in releases:
+            each.close()
+        await access.close()
+
+
 async def _apply(releases: HelmReleases, chart: InstallChart, namespace: str) -> None:
     await releases.apply(
         chart.path, chart.values, "shop", namespace, TIMEOUT, digest=chart.digest, workloads=chart.workloads
@@ -85,9 +99,7 @@ def test_a_stop_and_a_start_set_the_replicas_in_place_and_helm_upgrades_after_th
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     async def scenario() -> None:
-        access = ClusterAccess(cluster.kubeconfig_path)
-        releases = HelmReleases(cluster.kubeconfig_path, cluster=access)
-        try:
+        async with _releases(cluster) as (releases,):
             await _apply(releases, _chart(tmp_path, "inplace", []), "inplace")
             installed = _revision(cluster, "inplace")
             assert await _scale(releases, _chart(tmp_path, "inplace", ["task-worker"]), "inplace")
@@ -103,18 +115,13 @@ def test_a_stop_and_a_start_set_the_replicas_in_place_and_helm_upgrades_after_th
             stop = _chart(tmp_path, "inplace", ["task-worker"], {"taskWorker": {"replicas": 3}})
             assert await _scale(releases, stop, "inplace")
             assert _replicas(cluster, "inplace") == 0
-        finally:
-            releases.close()
-            await access.close()
 
     asyncio.run(scenario())
 
 
 def test_anything_but_the_replicas_changing_leaves_it_to_helm(cluster: LocalCluster, tmp_path: Path) -> None:
     async def scenario() -> None:
-        access = ClusterAccess(cluster.kubeconfig_path)
-        releases = HelmReleases(cluster.kubeconfig_path, cluster=access)
-        try:
+        async with _releases(cluster) as (releases,):
             await _apply(releases, _chart(tmp_path, "refused", []), "refused")
             # Another configuration: its other objects would not be applied.
             changed = _chart(tmp_path, "refused", ["task-worker"], {"taskWorker": {"replicas": 2}})
@@ -161,36 +168,29 @@ def test_anything_but_the_replicas_changing_leaves_it_to_helm(cluster: LocalClus
             )
             assert not await _scale(releases, _chart(tmp_path, "refused", []), "refused")
             assert _replicas(cluster, "refused") == 4
-        finally:
-            releases.close()
-            await access.close()
 
     asyncio.run(scenario())
 
 
 def test_a_release_this_process_did_not_apply_is_left_to_helm(cluster: LocalCluster, tmp_path: Path) -> None:
     async def scenario() -> None:
-        access = ClusterAccess(cluster.kubeconfig_path)
-        first = HelmReleases(cluster.kubeconfig_path, cluster=access)
-        other = HelmReleases(cluster.kubeconfig_path, cluster=access)
         without_cluster = HelmReleases(cluster.kubeconfig_path)
-        try:
-            await _apply(first, _chart(tmp_path, "elsewhere", []), "elsewhere")
-            await _apply(without_cluster, _chart(tmp_path, "elsewhere", []), "elsewhere")
-            stop = _chart(tmp_path, "elsewhere", ["task-worker"])
-            assert not await _scale(without_cluster, stop, "elsewhere")  # no client to scale with
-            assert not await _scale(other, stop, "elsewhere")  # another agent's: applied by Helm
-            # Another agent applied another configuration since this one applied it: the workload
-            # carries that release's digest, and the dry run shows the difference.
-            await _apply(
-                other, _chart(tmp_path, "elsewhere", [], {"taskWorker": {"replicas": 2}}), "elsewhere"
-            )
-            assert not await _scale(first, stop, "elsewhere")
-            assert _replicas(cluster, "elsewhere") == 2
-        finally:
-            for releases in (first, other, without_cluster):
-                releases.close()
-            await access.close()
+        async with _releases(cluster, 2) as (first, other):
+            try:
+                await _apply(first, _chart(tmp_path, "elsewhere", []), "elsewhere")
+                await _apply(without_cluster, _chart(tmp_path, "elsewhere", []), "elsewhere")
+                stop = _chart(tmp_path, "elsewhere", ["task-worker"])
+                assert not await _scale(without_cluster, stop, "elsewhere")  # no client to scale with
+                assert not await _scale(other, stop, "elsewhere")  # another agent's: applied by Helm
+                # Another agent applied another configuration since this one applied it: the workload
+                # carries that release's digest, and the dry run shows the difference.
+                await _apply(
+                    other, _chart(tmp_path, "elsewhere", [], {"taskWorker": {"replicas": 2}}), "elsewhere"
+                )
+                assert not await _scale(first, stop, "elsewhere")
+                assert _replicas(cluster, "elsewhere") == 2
+            finally:
+                without_cluster.close()
 
     asyncio.run(scenario())
 
@@ -260,9 +260,7 @@ def test_a_statefulset_is_stopped_and_started_in_place_too(cluster: LocalCluster
         return broker.spec.replicas
 
     async def scenario() -> None:
-        access = ClusterAccess(cluster.kubeconfig_path)
-        releases = HelmReleases(cluster.kubeconfig_path, cluster=access)
-        try:
+        async with _releases(cluster) as (releases,):
             installed = chart([])
             await releases.apply(
                 installed.path,
@@ -279,8 +277,5 @@ def test_a_statefulset_is_stopped_and_started_in_place_too(cluster: LocalCluster
             start = chart([])
             assert await releases.scale_in_place(start.digest, start.workloads, "queue", "stateful")
             assert replicas() == 2
-        finally:
-            releases.close()
-            await access.close()
 
     asyncio.run(scenario())

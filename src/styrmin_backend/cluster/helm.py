@@ -45,13 +45,13 @@ class _Applied:
     """(kind, name) of each component workload -> the replicas it was last applied with."""
 
 
+def _identity(workload: dict[str, Any]) -> tuple[str, str]:
+    return str(workload.get("kind")), str((workload.get("metadata") or {}).get("name"))
+
+
 def _replicas_of(workloads: Sequence[dict[str, Any]]) -> dict[tuple[str, str], int]:
-    return {
-        (str(w.get("kind")), str((w.get("metadata") or {}).get("name"))): int(
-            (w.get("spec") or {}).get("replicas", 1)
-        )
-        for w in workloads
-    }
+    """(kind, name) of each workload manifest -> the replicas it sets (1 when it sets none)."""
+    return {_identity(w): int((w.get("spec") or {}).get("replicas", 1)) for w in workloads}
 
 
 @dataclass
@@ -186,7 +186,7 @@ class HelmReleases:
             if set(wanted) != set(applied.replicas):
                 return False
             for workload in workloads:
-                (identity,) = _replicas_of([workload])
+                identity = _identity(workload)
                 if wanted[identity] == applied.replicas[identity]:
                     continue
                 if not await self.cluster.scale_as_helm(namespace, release, workload):
