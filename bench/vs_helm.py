@@ -19,8 +19,8 @@ empty action (an upgrade whose only hook step runs an action that does nothing; 
 rhythms of issue 23 (after a rest, one right after another, two at once; <= 1.5x Helm), and the CPU of
 the stack's processes per upgrade after a rest, by part, beside the same count for the Helm upgrade.
 
-``--profile`` prints, instead, the timelines of two upgrades (the first after the stack is ready, and
-a later one): every HTTP request the agent and the action's process send (to Styrmin, Prefect and the
+``--profile`` prints, instead, the timelines of four upgrades (the first after the stack is ready, a
+later one, and two after a rest of 6 s): every HTTP request the agent and the action's process send (to Styrmin, Prefect and the
 cluster), the claims, the hand-over of the job to the pre-started process, the reading of
 ``actions.py``, the agent's work that sends no HTTP request of its own (rendering the chart, each Helm
 call, the Prefect health check, the wait for replicas), the Styrmin task's and step's recorded times,
@@ -251,6 +251,9 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         if args.profile:
             wait_for_a_full_pool()
             profile(stack, "1.2.0", "a later upgrade")
+            for version in ("1.3.0", "1.4.0"):
+                time.sleep(6)
+                profile(stack, version, "an upgrade after a rest of 6 s")
             return
         deploy(stack, "other")
         stack.client.drivers.push(empty_action_driver(tmp, "100.0.0", with_action=False))

@@ -17,7 +17,7 @@ import pytest
 from lightkube import Client, KubeConfig
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 
-from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.cluster import ClusterAccess, ClusterError, HelmReleases, ReplicasChanged
 from styrmin_backend.drivers import (
     DeploymentConfiguration,
     InstallChart,
@@ -277,5 +277,64 @@ def test_a_statefulset_is_stopped_and_started_in_place_too(cluster: LocalCluster
             start = chart([])
             assert await releases.scale_in_place(start.digest, start.workloads, "queue", "stateful")
             assert replicas() == 2
+
+    asyncio.run(scenario())
+
+
+def _ready(cluster: LocalCluster, namespace: str) -> tuple[int, int]:
+    """The worker's ready replicas and all its replicas, as the cluster reports them now."""
+    workload = Client(KubeConfig.from_file(cluster.kubeconfig_path)).get(
+        Deployment, WORKER, namespace=namespace
+    )
+    assert workload.status is not None
+    return workload.status.readyReplicas or 0, workload.status.replicas or 0
+
+
+def test_the_wait_after_a_scale_ends_when_the_replicas_are_ready_and_not_before(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        async with _releases(cluster) as (releases,):
+            access = releases.cluster
+            assert access is not None
+            await _apply(releases, _chart(tmp_path, "waited", []), "waited")
+            assert await _scale(releases, _chart(tmp_path, "waited", ["task-worker"]), "waited")
+            await access.wait_scaled("waited", "Deployment", WORKER, 0, TIMEOUT)
+            assert _ready(cluster, "waited") == (0, 0)
+            assert await _scale(releases, _chart(tmp_path, "waited", []), "waited")
+            await access.wait_scaled("waited", "Deployment", WORKER, 1, TIMEOUT)
+            assert _ready(cluster, "waited") == (1, 1)
+
+    asyncio.run(scenario())
+
+
+def test_the_wait_fails_at_once_when_scaled_to_others_and_names_a_workload_never_ready(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        async with _releases(cluster) as (releases,):
+            access = releases.cluster
+            assert access is not None
+            await _apply(releases, _chart(tmp_path, "unready", []), "unready")
+            kube = Client(KubeConfig.from_file(cluster.kubeconfig_path))
+            missing = {
+                "spec": {
+                    "replicas": 2,
+                    "template": {
+                        "spec": {"containers": [{"name": "task-worker", "image": "example.com/missing:1"}]}
+                    },
+                }
+            }
+            kube.patch(Deployment, WORKER, missing, namespace="unready")
+            with pytest.raises(ClusterError, match=r"did not reach 2 ready replicas within 2 s"):
+                await access.wait_scaled("unready", "Deployment", WORKER, 2, 2)
+            # Someone scales it while the wait runs: the wait could never end, and says so.
+            waiting = asyncio.create_task(access.wait_scaled("unready", "Deployment", WORKER, 2, TIMEOUT))
+            await asyncio.sleep(0.5)
+            assert not waiting.done()
+            kube.patch(Deployment, WORKER, {"spec": {"replicas": 5}}, namespace="unready")
+            with pytest.raises(ReplicasChanged, match="now asks for 5 replicas, not 2") as changed:
+                await waiting
+            assert changed.value.replicas == 5
 
     asyncio.run(scenario())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -81,6 +82,24 @@ class ReplicasChanged(ClusterError):
     def __init__(self, message: str, replicas: int) -> None:
         super().__init__(message)
         self.replicas = replicas
+
+
+_WATCH_SECONDS = 30.0
+"""How long one watch of a workload waited for runs before it is read again (a missed event's cost)."""
+
+
+def _scaled(workload: Any, kind: str, namespace: str, name: str, replicas: int) -> bool:
+    """Whether ``workload`` has exactly ``replicas`` ready (for 0: none left); raises ReplicasChanged
+    when it asks for other replicas now."""
+    asked = workload.spec.replicas if workload.spec and workload.spec.replicas is not None else 1
+    if asked != replicas:
+        raise ReplicasChanged(
+            f"{kind} {namespace}/{name} now asks for {asked} replicas, not {replicas}.", asked
+        )
+    status = workload.status
+    ready = (status.readyReplicas or 0) if status else 0
+    total = (status.replicas or 0) if status else 0
+    return (replicas == 0 and total == 0) or (replicas > 0 and ready >= replicas and total == replicas)
 
 
 class ClusterAccess:
@@ -276,27 +295,37 @@ class ClusterAccess:
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
         """Wait until a workload has exactly ``replicas`` ready (and, for 0, no replicas left).
 
+        Followed with a watch from the version read first, as Helm's ``--wait`` follows it: a replica
+        that gets ready is seen at once, not at the next poll. A watch that ends or fails (the
+        version expired, say) is followed by a read and a new watch.
+
         Raises:
             ReplicasChanged: at once, when the workload now asks for other replicas (another change
                 scaled it), since it would never get there.
             ClusterError: it did not get there within ``timeout`` seconds.
         """
         deadline = time.monotonic() + timeout
-        while True:
-            workload = await self.workload(namespace, kind, name)
-            asked = workload.spec.replicas if workload.spec and workload.spec.replicas is not None else 1
-            if asked != replicas:
-                raise ReplicasChanged(
-                    f"{kind} {namespace}/{name} now asks for {asked} replicas, not {replicas}.", asked
-                )
-            status = workload.status
-            ready = (status.readyReplicas or 0) if status else 0
-            total = (status.replicas or 0) if status else 0
-            if (replicas == 0 and total == 0) or (replicas > 0 and ready >= replicas and total == replicas):
-                return
-            if time.monotonic() > deadline:
+        workload = await self.workload(namespace, kind, name)
+        while not _scaled(workload, kind, namespace, name, replicas):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                status = workload.status
                 raise ClusterError(
                     f"{kind} {namespace}/{name} did not reach {replicas} ready replicas within {timeout:.0f} s "
-                    f"({ready} ready of {total}); look at its pods."
+                    f"({(status.readyReplicas or 0) if status else 0} ready of "
+                    f"{(status.replicas or 0) if status else 0}); look at its pods."
                 )
-            await asyncio.sleep(0.2)
+            version = workload.metadata.resourceVersion if workload.metadata else None
+            with contextlib.suppress(ApiError, TimeoutError):
+                async with asyncio.timeout(min(remaining, _WATCH_SECONDS)):
+                    async for event, watched in self._client.watch(
+                        _WORKLOADS[kind],
+                        namespace=namespace,
+                        fields={"metadata.name": name},
+                        resource_version=version,
+                    ):
+                        if event == "DELETED":
+                            break
+                        if _scaled(watched, kind, namespace, name, replicas):
+                            return
+            workload = await self.workload(namespace, kind, name)
