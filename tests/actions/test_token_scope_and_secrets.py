@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
+import json
 import re
 import textwrap
 import time
@@ -20,6 +22,7 @@ from lightkube.resources.core_v1 import Pod, Secret
 from styrmin_backend.cluster.kube import StyrminDeployment as StyrminDeploymentResource
 from styrmin_backend.domain.hooks import Hook, Mode
 from styrmin_backend.domain.limits import REDACTED
+from styrmin_backend.drivers.render import SECRET_CHECKSUM_ANNOTATION
 from styrmin_backend.testing import StyrminStack, describe, hook_step
 
 from .conftest import action, push_example
@@ -164,6 +167,18 @@ def _wait_for_server_env(stack: StyrminStack, name: str, variable: str, value: s
         time.sleep(0.5)
 
 
+def _secret_env_checksum(stack: StyrminStack, name: str) -> str:
+    workload = stack.kube.get(Deployment, f"{name}-server", namespace=name)
+    assert workload.spec is not None and workload.spec.template.metadata is not None
+    checksum: str = (workload.spec.template.metadata.annotations or {})[SECRET_CHECKSUM_ANNOTATION]
+    return checksum
+
+
+def _server_generation(stack: StyrminStack, name: str) -> int | None:
+    workload = stack.kube.get(Deployment, f"{name}-server", namespace=name)
+    return workload.metadata.generation if workload.metadata is not None else None
+
+
 def test_a_workload_gets_its_secret_env_from_a_kubernetes_secret_and_shows_it_nowhere_else(
     stack: StyrminStack, deployment_name: str, tmp_path: Path
 ) -> None:
@@ -178,6 +193,9 @@ def test_a_workload_gets_its_secret_env_from_a_kubernetes_secret_and_shows_it_no
     workload = stack.kube.get(Deployment, f"{deployment_name}-server", namespace=deployment_name)
     shown = yaml.safe_dump(workload.to_dict())
     assert SECRET_ENV not in shown and "secretKeyRef" in shown and "debug" in shown
+    # The pod template's checksum of the secret env vars is keyed: no guess can be tested against it.
+    checksum = _secret_env_checksum(stack, deployment_name)
+    assert checksum != hashlib.sha256(json.dumps([["API_TOKEN", SECRET_ENV]]).encode()).hexdigest()[:16]
     resource = stack.kube.get(StyrminDeploymentResource, deployment_name, namespace=deployment_name)
     assert SECRET_ENV not in str(resource.to_dict())
     secret = stack.kube.get(Secret, f"{deployment_name}-styrmin-env", namespace=deployment_name)
@@ -190,6 +208,19 @@ def test_a_workload_gets_its_secret_env_from_a_kubernetes_secret_and_shows_it_no
     configured = stack.configure(deployment_name, rotated)
     assert configured.status == "succeeded", describe(configured)
     _wait_for_server_env(stack, deployment_name, "API_TOKEN", SECRET_ENV + "-new")
+    rotated_checksum = _secret_env_checksum(stack, deployment_name)
+    assert rotated_checksum != checksum
+    # Applied again with other Helm values but the same env: the server's workload does not roll out.
+    generation = _server_generation(stack, deployment_name)
+    scaled = {**rotated, "values": {"taskWorker": {"replicas": 2}}}
+    configured = stack.configure(deployment_name, scaled)
+    assert configured.status == "succeeded", describe(configured)
+    assert _secret_env_checksum(stack, deployment_name) == rotated_checksum
+    assert _server_generation(stack, deployment_name) == generation
+    # And a preview of the same configuration shows nothing changing, its checksum included.
+    preview = stack.client.deployments.preview(deployment_name, "configure", configuration=scaled)
+    assert preview.refusal is None and preview.render_error is None
+    assert preview.objects and {o.change for o in preview.objects} == {"unchanged"}, preview.objects
     # Read as someone with the data dir would: Styrmin's database and Prefect's hold neither value.
     data_dir = Path(stack.cluster.data_dir).parent
     files = [*data_dir.glob("styrmin.db*"), *(p for p in (data_dir / "prefect").rglob("*") if p.is_file())]

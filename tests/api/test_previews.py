@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
 
+from styrmin_backend.domain.manifest_diff import SECRET_CHANGED, SECRET_EARLIER, SECRET_UNCHANGED
 from styrmin_backend.domain.roles import Role
+from styrmin_backend.domain.secrets import SECRET_SET
 from styrmin_backend.drivers import DriverReport, read_driver
+from styrmin_backend.drivers.render import SECRET_CHECKSUM_ANNOTATION
 from styrmin_backend.services import drivers, workflow
 from styrmin_backend.store.models import ChangeRow, DeploymentRow, TaskRow
 from tests.api.conftest import Stack
@@ -111,6 +116,58 @@ def test_a_secret_env_value_is_never_in_a_preview(stack: Stack) -> None:
     assert secret["change"] == "changed"
     assert "<secret: changed>" in secret["diff"]
     assert response.json()["configuration_to"]["env"]["server"]["DB_PASSWORD"] == "<secret: changed>"
+
+
+def _plain_checksum(secret: dict[str, str]) -> str:
+    """The unkeyed digest of secret env vars that whoever reads a workload could compute per guess."""
+    return hashlib.sha256(json.dumps(sorted(secret.items())).encode()).hexdigest()[:16]
+
+
+def _checksum_lines(diff: str) -> list[tuple[str, str]]:
+    """The diff's lines of the secret env checksum annotation: (their sign, what they show)."""
+    return [(line[0], line[1:].strip()) for line in diff.splitlines() if SECRET_CHECKSUM_ANNOTATION in line]
+
+
+def test_a_preview_that_keeps_the_secret_values_shows_their_checksum_unchanged(stack: Stack) -> None:
+    stack.add_driver("1.0.0")
+    token = stack.token_for("admin")
+    _create(stack, token, {"env": {"server": {"DB_PASSWORD": SECRET_PASSWORD, "LOG_LEVEL": "debug"}}})
+
+    kept = {"env": {"server": {"DB_PASSWORD": SECRET_SET, "LOG_LEVEL": "info"}}}
+    shown = _preview(stack, token, {"type": "configure", "configuration": kept})
+
+    objects = {(o["kind"], o["name"]): o for o in shown["objects"]}
+    assert objects["Secret", "shop-styrmin-env"]["change"] == "unchanged"
+    server = objects["Deployment", "shop-server"]
+    assert server["change"] == "changed"
+    assert "+          value: info" in server["diff"]
+    # The checksum is the same: at most a line of context, shown as unchanged.
+    assert _checksum_lines(server["diff"]) in (
+        [],
+        [(" ", f"{SECRET_CHECKSUM_ANNOTATION}: '{SECRET_UNCHANGED}'")],
+    )
+
+
+def test_a_preview_that_changes_a_secret_value_shows_only_that_its_checksum_changes(stack: Stack) -> None:
+    stack.add_driver("1.0.0")
+    token = stack.token_for("admin")
+    _create(stack, token, {"env": {"server": {"DB_PASSWORD": "old-password-value"}}})
+
+    changed = {"env": {"server": {"DB_PASSWORD": SECRET_PASSWORD}}}
+    response = stack.client.post(
+        "/api/v1/deployments/shop/preview",
+        json={"type": "configure", "configuration": changed},
+        headers=stack.headers(token),
+    )
+
+    assert response.status_code == 200, response.text
+    server = next(o for o in response.json()["objects"] if o["name"] == "shop-server")
+    assert _checksum_lines(server["diff"]) == [
+        ("-", f"{SECRET_CHECKSUM_ANNOTATION}: '{SECRET_EARLIER}'"),
+        ("+", f"{SECRET_CHECKSUM_ANNOTATION}: '{SECRET_CHANGED}'"),
+    ]
+    for value in ("old-password-value", SECRET_PASSWORD):
+        assert _plain_checksum({"DB_PASSWORD": value}) not in response.text
 
 
 def test_preview_shows_the_refusal_a_read_only_user_would_meet(stack: Stack) -> None:

@@ -33,6 +33,7 @@ SPEC = load_driver_spec((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
 TIMEOUT = 120
 WORKER = "shop-task-worker"
 _folders = itertools.count()
+CHECKSUM_KEY = bytes(32)
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,7 @@ def _chart(
         DeploymentConfiguration(values=values or {}),
         tmp_path / f"chart-{next(_folders)}",
         stopped_components=stopped,
+        checksum_key=CHECKSUM_KEY,
     )
 
 
@@ -251,6 +253,7 @@ def test_a_statefulset_is_stopped_and_started_in_place_too(cluster: LocalCluster
             DeploymentConfiguration(),
             tmp_path / f"chart-{next(_folders)}",
             stopped_components=stopped,
+            checksum_key=CHECKSUM_KEY,
         )
 
     def replicas() -> int:

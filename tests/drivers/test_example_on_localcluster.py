@@ -27,6 +27,8 @@ from tests.drivers.conftest import EXAMPLE_DRIVER
 pytestmark = pytest.mark.slow
 
 SPEC = load_driver_spec((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
+KEY = bytes(32)
+"""The secret env checksum key of every render: none of them has a secret env var."""
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +88,7 @@ def test_example_installs_runs_and_migrates_on_the_local_cluster(
     client = Client(KubeConfig.from_file(cluster.kubeconfig_path), field_manager="tests")
     with helm.Config(kubeconfig_path=cluster.kubeconfig_path, namespace=namespace) as config:
         install = prepare_install_chart(
-            EXAMPLE_DRIVER, SPEC, "shop", namespace, "1.0.0", configuration, tmp_path / "v1"
+            EXAMPLE_DRIVER, SPEC, "shop", namespace, "1.0.0", configuration, tmp_path / "v1", checksum_key=KEY
         )
         config.install(
             str(install.path),
@@ -124,7 +126,7 @@ def test_example_installs_runs_and_migrates_on_the_local_cluster(
         # The upgrade, as the example's action does it: worker stopped, chart upgraded, migration, worker back.
         stopped = DeploymentConfiguration(values={"taskWorker": {"replicas": 0}}, env=configuration.env)
         install = prepare_install_chart(
-            EXAMPLE_DRIVER, SPEC, "shop", namespace, "2.0.0", stopped, tmp_path / "v2"
+            EXAMPLE_DRIVER, SPEC, "shop", namespace, "2.0.0", stopped, tmp_path / "v2", checksum_key=KEY
         )
         config.upgrade(
             str(install.path), "shop", install.values, namespace=namespace, wait="watcher", timeout=90

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
+import hmac
+import json
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +23,17 @@ from styrmin_backend.drivers import (
     prepare_install_chart,
     render_deployment,
 )
-from styrmin_backend.drivers.render import RELEASE_DIGEST_ANNOTATION, REPLICAS_ANNOTATION
+from styrmin_backend.drivers.render import (
+    RELEASE_DIGEST_ANNOTATION,
+    REPLICAS_ANNOTATION,
+    SECRET_CHECKSUM_ANNOTATION,
+)
+from styrmin_backend.drivers.workloads import CHECKSUM_KEY_ENTRY
 from styrmin_drivers.spec import DriverSpec
 from tests.drivers.conftest import CHART_TEMPLATE, EXAMPLE_DRIVER, SPEC, MakeDriver
+
+KEY = bytes(range(32))
+"""The secret env checksum key of the renders that are compared."""
 
 
 @pytest.fixture
@@ -194,7 +205,7 @@ def test_install_chart_renders_exactly_the_deployments_manifests(
     expected = render_deployment(root, spec, "shop", "team-a", "2.0.0", configuration)
 
     install = prepare_install_chart(
-        root, spec, "shop", "team-a", "2.0.0", configuration, tmp_path / "install"
+        root, spec, "shop", "team-a", "2.0.0", configuration, tmp_path / "install", checksum_key=KEY
     )
 
     with helm.Chart.load(install.path) as chart:
@@ -249,7 +260,14 @@ def test_helm_installs_the_install_chart_with_hooks_kept_apart(
         images={"server": "registry.local:5000/demo/server:{{ app.version }}"}
     )
     install = prepare_install_chart(
-        root, load_driver_spec(SPEC), "shop", "team-a", "2.0.0", configuration, tmp_path / "install"
+        root,
+        load_driver_spec(SPEC),
+        "shop",
+        "team-a",
+        "2.0.0",
+        configuration,
+        tmp_path / "install",
+        checksum_key=KEY,
     )
 
     with helm.Config(
@@ -281,13 +299,14 @@ def test_secret_env_vars_reach_the_container_from_the_releases_secret_only(
     }
     configuration = DeploymentConfiguration(env=env)
 
-    manifests = render_deployment(root, spec, "shop", "default", "1.0.0", configuration)
+    manifests = render_deployment(root, spec, "shop", "default", "1.0.0", configuration, checksum_key=KEY)
 
     secret = _workload(manifests, "Secret", "shop-styrmin-env")
     assert manifests[0] is secret and secret["type"] == "Opaque"
     assert {key: base64.b64decode(value).decode() for key, value in secret["data"].items()} == {
         "server.API_TOKEN": "tok-abcdef123",
         "server.DATABASE": "postgres://shop:s3cr3t-pw@db/shop",
+        CHECKSUM_KEY_ENTRY: KEY.hex(),
     }
     server = _workload(manifests, "Deployment", "shop-server")
     assert _containers(server)["server"]["env"] == [
@@ -306,17 +325,55 @@ def test_secret_env_vars_reach_the_container_from_the_releases_secret_only(
     assert "tok-abcdef123" not in workloads and "s3cr3t-pw" not in workloads
     # A new secret value changes the pod template, so that the workload rolls out with it.
     rotated = DeploymentConfiguration(env={"server": {**env["server"], "API_TOKEN": "tok-rotated"}})
-    again = render_deployment(root, spec, "shop", "default", "1.0.0", rotated)
+    again = render_deployment(root, spec, "shop", "default", "1.0.0", rotated, checksum_key=KEY)
     template = server["spec"]["template"]
     assert _workload(again, "Deployment", "shop-server")["spec"]["template"] != template
     # The chart the agent installs carries the Secret with the workloads.
     install = prepare_install_chart(
-        root, spec, "shop", "default", "1.0.0", configuration, tmp_path / "install"
+        root, spec, "shop", "default", "1.0.0", configuration, tmp_path / "install", checksum_key=KEY
     )
     with helm.Chart.load(install.path) as chart:
         rendered = chart.render(install.values, name="shop", namespace="default")
     documents = [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
     assert _as_shown(documents, install.digest) == manifests
+
+
+def _secret_env_checksum(root: Path, spec: DriverSpec, env: dict[str, str], key: bytes | None) -> str:
+    manifests = render_deployment(
+        root, spec, "shop", "default", "1.0.0", DeploymentConfiguration(env={"server": env}), checksum_key=key
+    )
+    template = _workload(manifests, "Deployment", "shop-server")["spec"]["template"]
+    checksum: str = template["metadata"]["annotations"][SECRET_CHECKSUM_ANNOTATION]
+    return checksum
+
+
+def test_the_secret_env_checksum_is_keyed_so_a_workload_reader_cannot_test_guesses(
+    demo: tuple[Path, DriverSpec],
+) -> None:
+    root, spec = demo
+    env = {"API_TOKEN": "hunter2", "LEVEL": "debug"}
+    checksum = _secret_env_checksum(root, spec, env, KEY)
+
+    assert _secret_env_checksum(root, spec, env, KEY) == checksum
+    assert _secret_env_checksum(root, spec, env, bytes(32)) != checksum
+    assert _secret_env_checksum(root, spec, env, None) != checksum  # a key of the render's own
+    # Not the plain digest of the values, which anyone who reads the workload could compute for
+    # each guess of the password.
+    secret = sorted({"API_TOKEN": "hunter2"}.items())
+    assert checksum != hashlib.sha256(json.dumps(secret).encode()).hexdigest()[:16]
+    assert checksum == hmac.new(KEY, json.dumps(secret).encode(), hashlib.sha256).hexdigest()[:16]
+
+
+def test_a_changed_secret_value_changes_the_checksum_and_an_unchanged_one_keeps_it(
+    demo: tuple[Path, DriverSpec],
+) -> None:
+    root, spec = demo
+    checksum = _secret_env_checksum(root, spec, {"API_TOKEN": "hunter2", "LEVEL": "debug"}, KEY)
+
+    # Another plain env var changes the container, not the checksum of the secret ones.
+    assert _secret_env_checksum(root, spec, {"API_TOKEN": "hunter2", "LEVEL": "info"}, KEY) == checksum
+    assert _secret_env_checksum(root, spec, {"API_TOKEN": "hunter3", "LEVEL": "debug"}, KEY) != checksum
+    assert _secret_env_checksum(root, spec, {"API_TOKEN": "hunter2", "DB_PASSWORD": "x"}, KEY) != checksum
 
 
 def test_stopped_components_render_at_zero_replicas_and_every_component_keeps_its_configured_ones(
@@ -333,6 +390,7 @@ def test_stopped_components_render_at_zero_replicas_and_every_component_keeps_it
         configuration,
         tmp_path / "install",
         stopped_components=["task-worker"],
+        checksum_key=KEY,
     )
     rendered = [yaml.safe_load(p.read_text()) for p in sorted((install.path / "rendered").glob("*.yaml"))]
     worker = _workload(rendered, "Deployment", "shop-task-worker")
@@ -365,6 +423,7 @@ def test_the_release_digest_is_the_same_for_a_stop_or_start_and_changes_with_any
             DeploymentConfiguration(values=values),
             tmp_path / f"install-{len(list(tmp_path.iterdir()))}",
             stopped_components=stopped,
+            checksum_key=KEY,
         )
         assert [w["metadata"]["name"] for w in install.workloads] == ["shop-server", "shop-task-worker"]
         return install.digest

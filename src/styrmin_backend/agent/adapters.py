@@ -20,9 +20,10 @@ from styrmin_backend.agent.ports import (
     WorkloadView,
 )
 from styrmin_backend.cluster import ClusterAccess, HelmReleases
+from styrmin_backend.domain.secret_checksum import decode_checksum_key
 from styrmin_backend.drivers import InstallChart, prepare_install_chart
-from styrmin_backend.drivers.render import REPLICAS_ANNOTATION
-from styrmin_backend.drivers.workloads import DEPLOYMENT_LABEL
+from styrmin_backend.drivers.render import REPLICAS_ANNOTATION, has_secret_env_vars, new_checksum_key
+from styrmin_backend.drivers.workloads import CHECKSUM_KEY_ENTRY, DEPLOYMENT_LABEL, env_secret_name
 
 LINKED_TASK_POLL_SECONDS = 0.5
 
@@ -97,12 +98,25 @@ class RenderedChart:
 
 
 class HelmCharts:
-    """The Helm port: the chart rendered with the deployment's configuration, then Helm's writes."""
+    """The Helm port: the chart rendered with the deployment's configuration, then Helm's writes.
 
-    def __init__(self, releases: HelmReleases) -> None:
+    The secret env checksums are keyed with the key the deployment's env Secret holds in the cluster
+    (a new one when it holds none), as a chart keeps a generated password with ``lookup``: any agent
+    renders the same checksums for the same values, and only who may read the Secret knows the key.
+    """
+
+    def __init__(self, releases: HelmReleases, cluster: ClusterAccess) -> None:
         self.releases = releases
+        self.cluster = cluster
+
+    async def _checksum_key(self, request: ChartRequest) -> bytes:
+        if not has_secret_env_vars(request.configuration):
+            return new_checksum_key()  # no checksum to key, and no env Secret to keep it in
+        held = await self.cluster.read_secret_if_present(request.namespace, env_secret_name(request.release))
+        return decode_checksum_key((held or {}).get(CHECKSUM_KEY_ENTRY)) or new_checksum_key()
 
     async def prepare(self, request: ChartRequest) -> PreparedChart:
+        checksum_key = await self._checksum_key(request)
         scratch = tempfile.TemporaryDirectory(prefix="styrmin-chart-")
 
         def render() -> InstallChart:
@@ -116,6 +130,7 @@ class HelmCharts:
                 Path(scratch.name) / "chart",
                 is_upgrade=request.is_upgrade,
                 stopped_components=request.stopped_components,
+                checksum_key=checksum_key,
             )
 
         try:

@@ -46,7 +46,7 @@ def build_parts(
     ports = Ports(
         server=api,
         cluster=KubeCluster(cluster),
-        helm=HelmCharts(HelmReleases(connection, helm_max_history, cluster)),
+        helm=HelmCharts(HelmReleases(connection, helm_max_history, cluster), cluster),
         runner=runner,
         drivers=DriverCache(api, data_dir / "drivers"),
         linked=SdkLinkedChanges(),

@@ -76,6 +76,10 @@ class ClusterError(Exception):
     """A cluster operation failed; the message says which object and why."""
 
 
+class _SecretMissing(ClusterError):
+    """A Secret read is not there."""
+
+
 class ReplicasChanged(ClusterError):
     """A workload waited for was scaled to other replicas meanwhile: the wait could never end."""
 
@@ -141,11 +145,19 @@ class ClusterAccess:
         try:
             secret = await self._client.get(Secret, name, namespace=namespace)
         except ApiError as error:
-            raise ClusterError(f"Could not read Secret {namespace}/{name}: {error.status.message}") from None
+            kind = _SecretMissing if error.status.code == 404 else ClusterError
+            raise kind(f"Could not read Secret {namespace}/{name}: {error.status.message}") from None
         return {
             key: base64.b64decode(value).decode("utf-8", "replace")
             for key, value in (secret.data or {}).items()
         }
+
+    async def read_secret_if_present(self, namespace: str, name: str) -> dict[str, str] | None:
+        """Like :meth:`read_secret`, but None when the Secret (or its namespace) is not there."""
+        try:
+            return await self.read_secret(namespace, name)
+        except _SecretMissing:
+            return None
 
     async def write_secret(
         self, namespace: str, name: str, data: dict[str, str], labels: dict[str, str]

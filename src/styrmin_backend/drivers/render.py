@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import hashlib
 import json
 import os
 import secrets
@@ -32,9 +31,15 @@ from styrmin_backend._helm_chart import RenderError as RenderError
 from styrmin_backend._helm_chart import load_chart, render_loaded
 from styrmin_backend.domain.limits import RENDER_MAX_MEMORY_BYTES, RENDER_TIMEOUT_SECONDS
 from styrmin_backend.domain.scale_in_place import release_digest
+from styrmin_backend.domain.secret_checksum import (
+    CHECKSUM_KEY_BYTES,
+    encode_checksum_key,
+    secret_env_checksum,
+)
 from styrmin_backend.domain.secrets import conceal
 from styrmin_backend.drivers.configuration import DeploymentConfiguration
 from styrmin_backend.drivers.workloads import (
+    CHECKSUM_KEY_ENTRY,
     DEPLOYMENT_LABEL,
     ComponentNotRendered,
     component_container,
@@ -59,7 +64,8 @@ _RELEASE_DIGEST_KEY = secrets.token_bytes(32)
 """This process's key of release digests (never stored): another process's digests never match, so
 a restarted agent's first stop or start of a release is a Helm upgrade, as it knows none anyway."""
 SECRET_CHECKSUM_ANNOTATION = "styrmin.io/secret-env-checksum"  # noqa: S105 - a name
-"""Pod template annotation: a digest of the component's secret env vars (a change rolls pods out)."""
+"""Pod template annotation: a keyed digest of the component's secret env vars (a change rolls pods
+out), under the key its env Secret holds (``domain.secret_checksum``)."""
 _INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 """What the render process sees of the server's environment: what Python needs, no secrets."""
 _INSTALL_TEMPLATE = """\
@@ -166,13 +172,17 @@ def apply_configuration(
     release_name: str,
     configuration: DeploymentConfiguration,
     app_version: str,
+    *,
+    checksum_key: bytes,
 ) -> list[dict[str, Any]]:
     """A copy of ``manifests`` with the image overrides and env vars set on the component containers.
 
     An overridden image has ``{{ app.version }}`` set to ``app_version``. An env var replaces the
     chart's var of the same name and keeps its place; new ones are added after the chart's. A secret
     env var (``domain.secrets``) goes into the release's Secret ``<release>-styrmin-env`` (added
-    first to the manifests) and the container reads it through ``secretKeyRef``.
+    first to the manifests) and the container reads it through ``secretKeyRef``; the pod template
+    carries the digest of its secret env vars under ``checksum_key``
+    (:data:`SECRET_CHECKSUM_ANNOTATION`), which the Secret keeps too (:data:`CHECKSUM_KEY_ENTRY`).
 
     Raises:
         RenderError: if the configuration targets a component whose workload or container is not in
@@ -210,8 +220,9 @@ def apply_configuration(
             container["env"] = _merged_env(container.get("env") or [], entries)
             if secret:
                 secret_data.update({env_secret_key(component.name, n): v for n, v in secret.items()})
-                _annotate_secret_checksum(pod_template_of(workload), secret)
+                _annotate_secret_checksum(pod_template_of(workload), secret, checksum_key)
     if secret_data:
+        secret_data[CHECKSUM_KEY_ENTRY] = encode_checksum_key(checksum_key)
         # First: Helm applies Secrets before workloads anyway, and readers find it at once.
         result.insert(0, _env_secret(secret_name, secret_data))
     return result
@@ -244,6 +255,18 @@ def is_secret_env_var(name: str, value: str) -> bool:
     return bool(value) and conceal(value, name) != value
 
 
+def has_secret_env_vars(configuration: DeploymentConfiguration) -> bool:
+    """Whether any component of ``configuration`` has a secret env var (its render has an env Secret)."""
+    return any(
+        is_secret_env_var(name, value) for env in configuration.env.values() for name, value in env.items()
+    )
+
+
+def new_checksum_key() -> bytes:
+    """A random key for the secret env checksums of a deployment whose env Secret holds none yet."""
+    return secrets.token_bytes(CHECKSUM_KEY_BYTES)
+
+
 def _env_secret(name: str, data: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -254,10 +277,10 @@ def _env_secret(name: str, data: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _annotate_secret_checksum(pod_template: dict[str, Any], secret: dict[str, str]) -> None:
-    """Mark the pod template with a digest of its secret env vars, so that changing one rolls the
-    workload out (the container spec itself names only the Secret, which stays the same)."""
-    digest = hashlib.sha256(json.dumps(sorted(secret.items())).encode()).hexdigest()[:16]
+def _annotate_secret_checksum(pod_template: dict[str, Any], secret: dict[str, str], key: bytes) -> None:
+    """Mark the pod template with a keyed digest of its secret env vars, so that changing one rolls
+    the workload out (the container spec itself names only the Secret, which stays the same)."""
+    digest = secret_env_checksum(secret, key)
     metadata = pod_template.setdefault("metadata", {})
     annotations = metadata.get("annotations") or {}
     metadata["annotations"] = {**annotations, SECRET_CHECKSUM_ANNOTATION: digest}
@@ -274,11 +297,14 @@ def render_deployment(
     helm_config: helm.Config | None = None,
     is_upgrade: bool = False,
     stopped_components: Collection[str] = (),
+    checksum_key: bytes | None = None,
 ) -> list[dict[str, Any]]:
     """The manifests of a deployment: the chart rendered by Helm with its configuration applied.
 
     Each component workload records its configured replicas (:data:`REPLICAS_ANNOTATION`), and
-    ``stopped_components`` are at zero replicas: what the agent applies.
+    ``stopped_components`` are at zero replicas: what the agent applies. ``checksum_key`` keys the
+    secret env checksums (:func:`apply_configuration`); without it the render has a key of its own,
+    so renders whose checksums are compared need one given.
 
     Raises:
         ConfigurationError: if the configuration names a component the driver does not have.
@@ -294,7 +320,14 @@ def render_deployment(
         helm_config=helm_config,
         is_upgrade=is_upgrade,
     )
-    configured = apply_configuration(manifests, spec, release_name, configuration, app_version)
+    configured = apply_configuration(
+        manifests,
+        spec,
+        release_name,
+        configuration,
+        app_version,
+        checksum_key=checksum_key or new_checksum_key(),
+    )
     set_component_replicas(configured, spec, release_name, stopped_components)
     return configured
 
@@ -311,6 +344,7 @@ def prepare_install_chart(
     helm_config: helm.Config | None = None,
     is_upgrade: bool = False,
     stopped_components: Collection[str] = (),
+    checksum_key: bytes,
 ) -> InstallChart:
     """Write into ``destination`` the chart that the agent installs or upgrades for a deployment.
 
@@ -319,6 +353,8 @@ def prepare_install_chart(
     ``crds/`` holds the chart's CRDs. Pass ``InstallChart.path`` and ``InstallChart.values`` to
     ``helm_python.Config.install`` or ``upgrade``. Each component workload records its configured
     replicas (:data:`REPLICAS_ANNOTATION`), and ``stopped_components`` are at zero replicas.
+    ``checksum_key`` keys the secret env checksums: the one the deployment's env Secret holds, so
+    that values that stay the same roll nothing out.
 
     Raises:
         ConfigurationError: if the configuration names a component the driver does not have.
@@ -330,7 +366,9 @@ def prepare_install_chart(
             chart, release_name, namespace, configuration.values, helm_config, is_upgrade
         )
         metadata, crds = chart.metadata, chart.crds
-    manifests = apply_configuration(rendered, spec, release_name, configuration, app_version)
+    manifests = apply_configuration(
+        rendered, spec, release_name, configuration, app_version, checksum_key=checksum_key
+    )
     set_component_replicas(manifests, spec, release_name, stopped_components)
     metadata.pop("dependencies", None)
     metadata["appVersion"] = app_version

@@ -71,3 +71,8 @@ def env_secret_name(release_name: str) -> str:
 def env_secret_key(component: str, variable: str) -> str:
     """The key of env var ``variable`` of ``component`` in the deployment's env Secret."""
     return f"{component}.{variable}"
+
+
+CHECKSUM_KEY_ENTRY = "styrmin-checksum-key"
+"""The env Secret's entry that holds the key of its workloads' secret env checksums
+(``domain.secret_checksum``): no env var's key, which always holds a dot."""

@@ -38,6 +38,7 @@ from styrmin_backend.drivers import (
     read_driver_archive,
     render_deployment,
 )
+from styrmin_backend.drivers.render import new_checksum_key
 from styrmin_backend.drivers.workloads import find_workload, pod_template_of
 from styrmin_backend.protocol import Change, change_facts, declared_actions
 from styrmin_backend.services import history
@@ -239,7 +240,9 @@ def plan_preview(
     )
 
 
-def _render(source: _RenderInput, release_name: str, namespace: str, scratch: Path) -> list[dict[str, Any]]:
+def _render(
+    source: _RenderInput, release_name: str, namespace: str, scratch: Path, checksum_key: bytes
+) -> list[dict[str, Any]]:
     package = read_driver_archive(source.archive)
     folder = package.extract_to(scratch)
     return render_deployment(
@@ -250,6 +253,7 @@ def _render(source: _RenderInput, release_name: str, namespace: str, scratch: Pa
         source.app_version,
         DeploymentConfiguration.model_validate(source.configuration),
         is_upgrade=source.is_upgrade,
+        checksum_key=checksum_key,
     )
 
 
@@ -286,14 +290,18 @@ def render_preview(preview: Preview) -> Preview:
         return preview
     namespace = preview.namespace or "default"
     name = preview.deployment
+    # The server never holds a deployment's checksum key (its env Secret in the cluster does): both
+    # renders share a key of this preview's own, so that the secret env checksums differ only where
+    # a secret value does, and the diff shows them only as changed or unchanged.
+    checksum_key = new_checksum_key()
     try:
         with driver_check_slot(), tempfile.TemporaryDirectory(prefix="styrmin-preview-") as scratch:
             before_manifests = (
-                _render(preview._before, name, namespace, Path(scratch) / "before")
+                _render(preview._before, name, namespace, Path(scratch) / "before", checksum_key)
                 if preview._before is not None
                 else []
             )
-            after_manifests = _render(preview._after, name, namespace, Path(scratch) / "after")
+            after_manifests = _render(preview._after, name, namespace, Path(scratch) / "after", checksum_key)
     except DriverChecksBusy:
         raise
     except (RenderError, DriverError, ValueError) as error:
