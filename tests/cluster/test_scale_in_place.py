@@ -66,12 +66,22 @@ def _revision(cluster: LocalCluster, namespace: str) -> int:
         config.close()
 
 
+def _worker(cluster: LocalCluster, namespace: str) -> Deployment:
+    """The example's task worker as the cluster holds it now."""
+    return Client(KubeConfig.from_file(cluster.kubeconfig_path)).get(Deployment, WORKER, namespace=namespace)
+
+
 def _replicas(cluster: LocalCluster, namespace: str) -> int:
-    workload = Client(KubeConfig.from_file(cluster.kubeconfig_path)).get(
-        Deployment, WORKER, namespace=namespace
-    )
+    workload = _worker(cluster, namespace)
     assert workload.spec is not None and workload.spec.replicas is not None
     return workload.spec.replicas
+
+
+def _ready(cluster: LocalCluster, namespace: str) -> tuple[int, int]:
+    """The worker's ready replicas and all its replicas, as the cluster reports them now."""
+    status = _worker(cluster, namespace).status
+    assert status is not None
+    return status.readyReplicas or 0, status.replicas or 0
 
 
 @asynccontextmanager
@@ -85,6 +95,17 @@ async def _releases(cluster: LocalCluster, count: int = 1) -> AsyncIterator[tupl
         for each in releases:
             each.close()
         await access.close()
+
+
+@asynccontextmanager
+async def _installed(
+    cluster: LocalCluster, tmp_path: Path, namespace: str
+) -> AsyncIterator[tuple[HelmReleases, ClusterAccess]]:
+    """The example installed in ``namespace`` by one agent's releases, with their cluster client."""
+    async with _releases(cluster) as (releases,):
+        assert releases.cluster is not None
+        await _apply(releases, _chart(tmp_path, namespace, []), namespace)
+        yield releases, releases.cluster
 
 
 async def _apply(releases: HelmReleases, chart: InstallChart, namespace: str) -> None:
@@ -284,23 +305,11 @@ def test_a_statefulset_is_stopped_and_started_in_place_too(cluster: LocalCluster
     asyncio.run(scenario())
 
 
-def _ready(cluster: LocalCluster, namespace: str) -> tuple[int, int]:
-    """The worker's ready replicas and all its replicas, as the cluster reports them now."""
-    workload = Client(KubeConfig.from_file(cluster.kubeconfig_path)).get(
-        Deployment, WORKER, namespace=namespace
-    )
-    assert workload.status is not None
-    return workload.status.readyReplicas or 0, workload.status.replicas or 0
-
-
 def test_the_wait_after_a_scale_ends_when_the_replicas_are_ready_and_not_before(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     async def scenario() -> None:
-        async with _releases(cluster) as (releases,):
-            access = releases.cluster
-            assert access is not None
-            await _apply(releases, _chart(tmp_path, "waited", []), "waited")
+        async with _installed(cluster, tmp_path, "waited") as (releases, access):
             assert await _scale(releases, _chart(tmp_path, "waited", ["task-worker"]), "waited")
             await access.wait_scaled("waited", "Deployment", WORKER, 0, TIMEOUT)
             assert _ready(cluster, "waited") == (0, 0)
@@ -315,10 +324,7 @@ def test_the_wait_fails_at_once_when_scaled_to_others_and_names_a_workload_never
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     async def scenario() -> None:
-        async with _releases(cluster) as (releases,):
-            access = releases.cluster
-            assert access is not None
-            await _apply(releases, _chart(tmp_path, "unready", []), "unready")
+        async with _installed(cluster, tmp_path, "unready") as (_, access):
             kube = Client(KubeConfig.from_file(cluster.kubeconfig_path))
             missing = {
                 "spec": {
