@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -253,3 +254,23 @@ def test_a_claim_still_gets_new_tasks_after_the_listening_connection_is_cut(
     errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
     assert errors == []
     assert any("Not listening for new tasks" in record.getMessage() for record in caplog.records)
+
+
+def test_a_server_on_sqlite_never_loads_postgresqls_driver(tmp_path: Path) -> None:
+    """psycopg and its libraries (about 20 MB) load only where claims listen on PostgreSQL."""
+    import subprocess
+    import sys
+
+    database = f"sqlite:///{tmp_path / 'styrmin.db'}"
+    check = (
+        "import sys\n"
+        "import styrmin_backend.cli, styrmin_backend.local, styrmin_backend.agent.wiring\n"
+        "from styrmin_backend.store.claim_wakeups import ClaimWakeups\n"
+        "from styrmin_backend.store.db import make_engine\n"
+        f"wakeups = ClaimWakeups(make_engine({database!r}))\n"
+        "wakeups.mark()  # what starts the listening on PostgreSQL\n"
+        "print('psycopg' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["False"]

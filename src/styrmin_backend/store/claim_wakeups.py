@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import threading
 
-import psycopg
 from sqlalchemy import Engine
 
 from styrmin_backend.store.wakeups import ANY, CLAIMABLE_CHANNEL, TASK_CLAIMABLE, Mark
@@ -97,6 +96,10 @@ class ClaimWakeups:
 
     def _listen(self) -> None:
         """Hold one LISTEN connection; connect again after an error, waking everyone once back."""
+        # Imported here, in PostgreSQL's listener only: psycopg and its libraries hold about 20 MB
+        # that a process serving SQLite (`styrmin up`) never uses.
+        import psycopg
+
         failures = 0
         while not self._closed.is_set():
             listener = None
