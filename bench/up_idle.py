@@ -5,9 +5,12 @@ dir, no deployment), waits until it answers and its agent's fork server runs, le
 prints for each start, beside the issue's targets (issue 23): the memory of its whole process tree
 (PSS of every process, and each process's share) and its CPU over an idle window as a share of one
 core. A first start differs from a restart: it makes the databases, which loads migration code into
-the processes that migrate.
+the processes that migrate. After the restart it works as an operator would, then rests and is
+measured again: it creates a deployment of the example driver and upgrades it ``--upgrades`` times
+(default 5; each runs the driver's upgrade action, Helm and a Job), since what a process loads and
+keeps while it works (Helm, the chart's objects, the action's code) is held at rest too.
 
-    uv run python bench/up_idle.py [--idle-seconds 30] [--settle-seconds 10]
+    uv run python bench/up_idle.py [--idle-seconds 30] [--settle-seconds 10] [--upgrades 5]
 """
 
 from __future__ import annotations
@@ -27,7 +30,34 @@ from action_cost import IDLE_CPU_TARGET, IDLE_PSS_TARGET_MB, verdict
 START_SECONDS = 300
 
 
-def measure(data_dir: Path, label: str, args: argparse.Namespace) -> None:
+def work(url: str, data_dir: Path, upgrades: int) -> None:
+    """Create a deployment of the example driver and upgrade it ``upgrades`` times, as an operator."""
+    import styrmin
+
+    password = (data_dir / "admin-password.txt").read_text().strip()
+    with styrmin.Client(url=url) as client:
+        client.login("admin", password)
+        driver = client.drivers.list()[0]
+        changes = [
+            client.deployments.create(
+                "shop", namespace="shop", driver=driver.name, driver_version=driver.version
+            )
+        ]
+        for index in range(upgrades):
+            task = changes[-1].task
+            assert task is not None
+            ended = client.tasks.wait(task.id, timeout=300)
+            if ended.status != styrmin.TaskStatus.SUCCEEDED:
+                raise SystemExit(
+                    f"task {ended.id} ({ended.type.value}) ended {ended.status.value}: {ended.error}"
+                )
+            changes.append(client.deployments.upgrade("shop", app_version=f"9.{index + 1}.0"))
+        task = changes[-1].task
+        assert task is not None
+        client.tasks.wait(task.id, timeout=300)
+
+
+def measure(data_dir: Path, label: str, args: argparse.Namespace, *, upgrades: int = 0) -> None:
     port = free_port()
     log = data_dir.parent / f"up-{label.replace(' ', '-')}.log"
     started = time.monotonic()
@@ -53,6 +83,9 @@ def measure(data_dir: Path, label: str, args: argparse.Namespace) -> None:
         else:
             raise SystemExit(f"styrmin up did not get ready in {START_SECONDS} s:\n{log.read_text()[-3000:]}")
         ready = time.monotonic() - started
+        if upgrades:
+            work(f"http://127.0.0.1:{port}", data_dir, upgrades)
+            label = f"{label}, after a create and {upgrades} upgrades"
         time.sleep(args.settle_seconds)
         before = sum(map(cpu_seconds, process_tree(process.pid)))
         time.sleep(args.idle_seconds)
@@ -85,11 +118,14 @@ def main() -> None:
     )
     parser.add_argument("--idle-seconds", type=float, default=30)
     parser.add_argument("--settle-seconds", type=float, default=10)
+    parser.add_argument("--upgrades", type=int, default=5, help="upgrades before the last measure (0: none)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="styrmin-up-idle-") as tmp:
         data_dir = Path(tmp) / "data"
         measure(data_dir, "first start", args)
         measure(data_dir, "after a restart", args)
+        if args.upgrades:
+            measure(data_dir, "after another restart", args, upgrades=args.upgrades)
 
 
 if __name__ == "__main__":
