@@ -18,13 +18,15 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import helm_python as helm
 import yaml
 
 from styrmin_backend.domain.limits import RENDER_MAX_MEMORY_BYTES, RENDER_MAX_NODES, RENDER_MAX_OUTPUT_BYTES
 from styrmin_drivers._bounded_yaml import YamlTooLarge, load_all
+
+if TYPE_CHECKING:
+    import helm_python as helm
 
 
 class RenderError(Exception):
@@ -38,6 +40,10 @@ def load_chart(chart_dir: Path, app_version: str) -> Iterator[helm.Chart]:
     Raises:
         RenderError: if there is no chart there, or Helm cannot load it; the message is Helm's.
     """
+    # Imported here: Helm's Go library holds about 70 MB once loaded, which a server process, whose
+    # renders run in a process of their own, would otherwise keep for its whole life.
+    import helm_python as helm
+
     if not (chart_dir / "Chart.yaml").is_file():
         raise RenderError(
             f"{chart_dir.name}/Chart.yaml is missing: there is no Helm chart in {chart_dir.name}/."
@@ -67,6 +73,8 @@ def render_loaded(
         RenderError: if the release name is not valid, the chart does not render, or what it renders
             is past the limits or not Kubernetes objects.
     """
+    import helm_python as helm
+
     try:
         helm.validate_release_name(release_name)
     except helm.HelmError as error:

@@ -310,3 +310,33 @@ def test_apply_of_a_deployment_s_own_answer_is_unchanged(stack: Stack) -> None:
 
     assert response.status_code == 202, response.text
     assert response.json()["outcome"] == "unchanged"
+
+
+def test_a_server_renders_previews_without_loading_helms_library(tmp_path: Path) -> None:
+    """The server renders charts in a process of its own, so it never holds Helm's Go library (about
+    70 MB once loaded) itself: only an agent, which applies charts, loads it."""
+    import subprocess
+    import sys
+
+    check = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from styrmin_backend.store.db import make_engine\n"
+        "from styrmin_backend.store.migrate import upgrade_database\n"
+        "from tests.api.conftest import make_stack\n"
+        "from tests.api.test_previews import _add_driver_with_actions, _create, _preview\n"
+        f"engine = make_engine({f'sqlite:///{tmp_path}/styrmin.db'!r})\n"
+        "upgrade_database(engine)\n"
+        f"stack = make_stack(engine, Path({str(tmp_path / 'data')!r}))\n"
+        "_add_driver_with_actions(stack, '1.0.0')\n"
+        "token = stack.token_for('admin')\n"
+        "_create(stack, token)\n"
+        "shown = _preview(stack, token, {'type': 'upgrade', 'app_version': '2.0.0'})\n"
+        "print(sorted({o['change'] for o in shown['objects']}), 'helm_python' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=300, cwd=root
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[-2] == "['changed'] False"

@@ -22,9 +22,8 @@ import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import helm_python as helm
 import yaml
 
 from styrmin_backend._helm_chart import RenderError as RenderError
@@ -49,6 +48,9 @@ from styrmin_backend.drivers.workloads import (
     pod_template_of,
 )
 from styrmin_drivers.spec import DriverSpec
+
+if TYPE_CHECKING:
+    import helm_python as helm
 
 _RENDERED_FOLDER = "rendered"
 _YamlDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
