@@ -1,6 +1,6 @@
 """What the benchmark scripts share: percentiles, a free port, `styrmin server` on loopback, requests
-and upgrades timed from a process of their own, and the memory and CPU of a process tree read from
-``/proc``."""
+and upgrades timed from a process of their own, the memory and CPU of a process tree read from
+``/proc``, and how fast the machine runs Python at the moment."""
 
 from __future__ import annotations
 
@@ -31,6 +31,36 @@ with httpx.Client(base_url=url, headers=headers, cookies=cookies, timeout=60) as
             sys.exit(f"GET {path} answered {response.status_code}")
 print(json.dumps(seconds))
 """
+
+
+REFERENCE_LOOP_MS = 40.0
+"""CPU milliseconds :func:`python_loop_ms` took on a python-svc machine (2 cores) at its fastest seen
+(2026-12-06; 39-43 ms in most readings there, 70-92 ms in others a few seconds apart)."""
+
+
+def _fixed_python_work() -> int:
+    counts: dict[int, int] = {}
+    for number in range(200_000):
+        counts[number % 1000] = counts.get(number % 1000, 0) + number
+        str(number)
+    return len(counts)
+
+
+def python_loop_ms() -> float:
+    """CPU milliseconds of this thread for a fixed piece of pure Python work (the less of two tries).
+
+    The same work took from 39 to 92 ms of CPU on one machine within a minute (a virtual machine's
+    core is not always as fast), and every part of the stack slowed down with it. A CPU figure is
+    read beside this, taken just before and after it, to tell the code's cost from the machine's
+    speed of the moment: a figure times ``REFERENCE_LOOP_MS / python_loop_ms()`` is what it would be
+    at the reference speed (an estimate; the loop is Python only, the stack also waits on the kernel).
+    """
+    best = float("inf")
+    for _ in range(2):
+        started = time.thread_time()
+        _fixed_python_work()
+        best = min(best, time.thread_time() - started)
+    return best * 1000
 
 
 def percentile(values: list[float], fraction: float) -> float:

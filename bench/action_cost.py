@@ -38,7 +38,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
-from _figures import ROLES, Operator, cpu_by_role, percentile, timed_gets, tree_pss_mb
+from _figures import (
+    REFERENCE_LOOP_MS,
+    ROLES,
+    Operator,
+    cpu_by_role,
+    percentile,
+    python_loop_ms,
+    timed_gets,
+    tree_pss_mb,
+)
 
 import styrmin
 from styrmin_backend.testing import StyrminStack
@@ -156,14 +165,16 @@ def one_after_another(args: argparse.Namespace, operator: Operator) -> None:
         operator.upgrade("empty", f"0.9.{warm}", POLL_SECONDS)
     time.sleep(3)  # whatever the warm-up left running settles
 
-    times, cpus = [], []
+    times, cpus, loops = [], [], []
     by_role: dict[str, list[float]] = {role: [] for role in ROLES}
     for index in range(args.actions):
+        loop_before = python_loop_ms()  # outside the action's window: not counted as the stack's
         before_each = stack_cpu_by_role()
         before = sum(before_each.values())
         times.append(operator.upgrade("empty", f"1.0.{index + 1}", POLL_SECONDS))
         after_each = stack_cpu_by_role()
         cpus.append(sum(after_each.values()) - before)
+        loops.append((loop_before + python_loop_ms()) / 2)
         for role in ROLES:
             by_role[role].append(after_each[role] - before_each[role])
     time.sleep(3)
@@ -186,6 +197,17 @@ def one_after_another(args: argparse.Namespace, operator: Operator) -> None:
         + ", ".join(f"{role} {statistics.fmean(by_role[role]):.3f} s" for role in ROLES)
     )
     print(f"  CPU in the 3 s after the last one (refills): {settled - before - cpus[-1]:.3f} s")
+    scaled = [cpu * REFERENCE_LOOP_MS / loop for cpu, loop in zip(cpus, loops, strict=True)]
+    print(
+        f"  machine speed: a fixed Python loop took {min(loops):.0f}-{max(loops):.0f} ms of CPU around the"
+        f" actions (median {statistics.median(loops):.0f} ms; {REFERENCE_LOOP_MS:.0f} ms at the reference"
+        " speed, _figures.python_loop_ms)"
+    )
+    print(
+        f"  CPU of the stack per action scaled to the reference speed (an estimate): median"
+        f" {statistics.median(scaled):.3f} s, max {max(scaled):.3f}   (target <= {CPU_PER_ACTION_TARGET} s"
+        f" at that speed: {verdict(statistics.median(scaled) <= CPU_PER_ACTION_TARGET)})"
+    )
 
     share = idle(args.idle_seconds)
     pss, each = stack_pss_mb()
