@@ -93,6 +93,14 @@ class RenderedChart:
     chart: InstallChart
     scratch: tempfile.TemporaryDirectory[str]
 
+    def configured_replicas(self) -> dict[tuple[str, str], int]:
+        return {
+            (workload["kind"], workload["metadata"]["name"]): int(
+                workload["metadata"]["annotations"][REPLICAS_ANNOTATION]
+            )
+            for workload in self.chart.workloads
+        }
+
     async def discard(self) -> None:
         await asyncio.to_thread(self.scratch.cleanup)
 

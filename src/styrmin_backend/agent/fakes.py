@@ -214,9 +214,14 @@ class FakeCluster:
 
 @dataclass(frozen=True)
 class FakeChart:
-    """A chart the fake Helm 'rendered': the request it was rendered from."""
+    """A chart the fake Helm 'rendered': the request it was rendered from, and the replicas it
+    configures for each component workload."""
 
     request: ChartRequest
+    replicas: dict[tuple[str, str], int]
+
+    def configured_replicas(self) -> dict[tuple[str, str], int]:
+        return dict(self.replicas)
 
     async def discard(self) -> None:
         return None
@@ -253,7 +258,11 @@ class FakeHelm:
         await asyncio.sleep(0)
         if self.render_error is not None:
             raise self.render_error
-        return FakeChart(request)
+        replicas: dict[tuple[str, str], int] = {
+            (c.workload.kind, c.workload.resolved_name(request.release)): self.replicas.get(c.name, 1)
+            for c in request.spec.spec.components
+        }
+        return FakeChart(request, replicas)
 
     async def apply(
         self, chart: PreparedChart, release: str, namespace: str, timeout: int, *, replicas_only: bool = False

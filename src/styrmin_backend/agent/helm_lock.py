@@ -146,6 +146,9 @@ class LockedChart:
     applied: bool = False
     """Once applied, the lock is let go of as ``LockedHelmReleases.apply`` decided."""
 
+    def configured_replicas(self) -> dict[tuple[str, str], int]:
+        return self.chart.configured_replicas()
+
     async def discard(self) -> None:
         if not self.applied:
             await self.lock.let_go()  # unused: nothing to wait for

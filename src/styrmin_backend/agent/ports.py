@@ -161,6 +161,11 @@ class ChartRequest:
 class PreparedChart(Protocol):
     """A rendered chart, ready to install or upgrade; discard it once applied or left unused."""
 
+    def configured_replicas(self) -> dict[tuple[str, str], int]:
+        """(kind, name) of each component workload the chart holds -> the replicas it configures for
+        it, a stopped one's included (what a start brings it back to)."""
+        ...
+
     async def discard(self) -> None: ...
 
 

@@ -97,6 +97,9 @@ class Reconciliation:
         """The first step, as the server started it with the claim; None once used (or not started)."""
         self._hook_context: dict[str, Any] = {}
         """More fields of the actions' GlobalContext (a backup's id and folder)."""
+        self._configured_replicas_applied: dict[tuple[str, str], int] = {}
+        """(kind, name) of each component workload -> the replicas the chart this task applied
+        configures for it: what a start waits for, without reading the workload back."""
         self._storage: BackupStorage | None = None
         self._backup_folder: Path | None = None
 
@@ -501,6 +504,7 @@ class Reconciliation:
             recovered = await helm.apply(
                 chart, self.name, self.namespace, CHART_TIMEOUT_SECONDS, replicas_only=replicas_only
             )
+            self._configured_replicas_applied = chart.configured_replicas()
         finally:
             await chart.discard()
         if recovered is not None:
@@ -540,7 +544,9 @@ class Reconciliation:
         for name in components:
             component = by_name[name]
             kind, workload = component.workload.kind, component.workload.resolved_name(self.name)
-            replicas = await self._configured_replicas(kind, workload) if running else 0
+            replicas = self._configured_replicas_applied.get((kind, workload)) if running else 0
+            if replicas is None:  # a workload the chart does not hold: read what it says
+                replicas = await self._configured_replicas(kind, workload)
             try:
                 await cluster.wait_scaled(self.namespace, kind, workload, replicas, CHART_TIMEOUT_SECONDS)
             except ReplicasChanged as changed:
