@@ -20,6 +20,7 @@ from styrmin_backend.api.serving import announce_stop
 from styrmin_backend.server_app import create_app
 from styrmin_backend.store.db import make_engine
 from styrmin_backend.store.wakeups import CLAIMABLE_CHANNEL
+from tests.support.processes import python_prints
 
 from .conftest import Stack
 
@@ -258,9 +259,6 @@ def test_a_claim_still_gets_new_tasks_after_the_listening_connection_is_cut(
 
 def test_a_server_on_sqlite_never_loads_postgresqls_driver(tmp_path: Path) -> None:
     """psycopg and its libraries (about 20 MB) load only where claims listen on PostgreSQL."""
-    import subprocess
-    import sys
-
     database = f"sqlite:///{tmp_path / 'styrmin.db'}"
     check = (
         "import sys\n"
@@ -271,6 +269,4 @@ def test_a_server_on_sqlite_never_loads_postgresqls_driver(tmp_path: Path) -> No
         "wakeups.mark()  # what starts the listening on PostgreSQL\n"
         "print('psycopg' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["False"]
+    assert python_prints(check).split() == ["False"]

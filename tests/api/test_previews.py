@@ -19,6 +19,7 @@ from styrmin_backend.services import drivers, workflow
 from styrmin_backend.store.models import ChangeRow, DeploymentRow, TaskRow
 from tests.api.conftest import Stack
 from tests.support.drivers import driver_folder
+from tests.support.processes import python_prints
 
 SECRET_PASSWORD = "hunter2-very-secret"
 
@@ -315,9 +316,6 @@ def test_apply_of_a_deployment_s_own_answer_is_unchanged(stack: Stack) -> None:
 def test_a_server_renders_previews_without_loading_helms_library(tmp_path: Path) -> None:
     """The server renders charts in a process of its own, so it never holds Helm's Go library (about
     70 MB once loaded) itself: only an agent, which applies charts, loads it."""
-    import subprocess
-    import sys
-
     check = (
         "import sys\n"
         "from pathlib import Path\n"
@@ -334,9 +332,4 @@ def test_a_server_renders_previews_without_loading_helms_library(tmp_path: Path)
         "shown = _preview(stack, token, {'type': 'upgrade', 'app_version': '2.0.0'})\n"
         "print(sorted({o['change'] for o in shown['objects']}), 'helm_python' in sys.modules)\n"
     )
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-c", check], capture_output=True, text=True, timeout=300, cwd=root
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[-2] == "['changed'] False"
+    assert python_prints(check).splitlines()[-1] == "['changed'] False"

@@ -12,6 +12,7 @@ from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.store.db import make_engine, make_session_factory
 from styrmin_backend.store.migrate import database_is_current, upgrade_database
 from styrmin_backend.store.models import Base, UserRow
+from tests.support.processes import python_prints
 
 from ..conftest import _pg_admin, _pg_url
 
@@ -63,9 +64,6 @@ def test_head_revision_names_the_newest_migration() -> None:
 
 def test_a_current_database_is_served_without_loading_alembic(tmp_path: Path) -> None:
     """A server whose database is current never imports Alembic (nor Mako and Pygments with it)."""
-    import subprocess
-    import sys
-
     database = f"sqlite:///{tmp_path / 'current.db'}"
     engine = make_engine(database)
     upgrade_database(engine)
@@ -78,9 +76,7 @@ def test_a_current_database_is_served_without_loading_alembic(tmp_path: Path) ->
         "upgrade_database(engine)\n"
         "print(database_is_current(engine), 'alembic' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["True", "False"]
+    assert python_prints(check).split() == ["True", "False"]
 
 
 def test_models_match_the_migrations(empty_database_url: str) -> None:
