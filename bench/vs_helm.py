@@ -395,6 +395,16 @@ def print_rhythms(figures: dict[str, Any]) -> None:
         f" idle stack's polls included): median {statistics.median(helm_cpu):.2f} s (max {max(helm_cpu):.2f});"
         f" by part: {helm_by_part}; Styrmin's is {statistics.median(cpu) / statistics.median(helm_cpu):.2f}x"
     )
+    # Two at once can end no sooner than the CPU both need spread over every core: when that floor is
+    # past 1.5x Helm's, the rhythm is bound by the CPU per upgrade, not by any wait.
+    cores = os.cpu_count() or 1
+    ours_floor = 2 * statistics.median(cpu) / min(2, cores)
+    helm_floor = 2 * statistics.median(helm_cpu) / min(2, cores)
+    print(
+        f"  two at once cannot take less than the CPU of two upgrades over {min(2, cores)} cores: styrmin"
+        f" {ours_floor:.2f} s, helm {helm_floor:.2f} s ({ours_floor / helm_floor:.2f}x); the runs above took"
+        f" {statistics.median(figures['two at once'][0]):.2f} s and {statistics.median(figures['two at once'][1]):.2f} s"
+    )
 
 
 def _cpu_figures(rounds: list[dict[str, float]]) -> tuple[list[float], str]:
