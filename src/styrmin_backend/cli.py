@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from styrmin_backend.api.serving import serve_until_stopped
-from styrmin_backend.bootstrap import Prepared, prepare_database
 from styrmin_backend.data_dir import restrict_new_files
-from styrmin_backend.domain.errors import SecretKeyWrong
 from styrmin_backend.logs import configure_logging
-from styrmin_backend.secret_keys import use_settings_keys
-from styrmin_backend.server_app import create_app
 from styrmin_backend.settings import Settings
-from styrmin_backend.store.db import make_engine
-from styrmin_backend.store.migrate import migration_lock, upgrade_database
-from styrmin_backend.store.secret_box import SecretKeyProblem, reencrypt_secret_values
+
+if TYPE_CHECKING:
+    from styrmin_backend.bootstrap import Prepared
+
+# Each command imports what it runs: `styrmin agent` needs neither the server's app (FastAPI, its
+# routes and pages) nor its database code, which would stay in the agent's memory for its whole life.
 
 # Plain tracebacks: Rich would wrap them at 80 columns in a log file, splitting paths.
 app = typer.Typer(
@@ -35,6 +33,9 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> None:
         settings.host = host
     if port is not None:
         settings.port = port
+    from styrmin_backend.api.serving import serve_until_stopped
+    from styrmin_backend.server_app import create_app
+
     configure_logging(settings.log_level, settings.log_format)
     prepared = prepare_or_exit(settings, console)
     for line in _start_lines(settings, prepared):
@@ -47,6 +48,10 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> None:
 
 def prepare_or_exit(settings: Settings, console: Console) -> Prepared:
     """``prepare_database``; a missing or wrong secret key ends the command with what to do, no traceback."""
+    from styrmin_backend.bootstrap import prepare_database
+    from styrmin_backend.domain.errors import SecretKeyWrong
+    from styrmin_backend.store.secret_box import SecretKeyProblem
+
     try:
         return prepare_database(settings)
     except (SecretKeyProblem, SecretKeyWrong) as error:
@@ -134,6 +139,11 @@ def server(host: HostOption = None, port: PortOption = None) -> None:
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Apply the database migrations."""
+    from styrmin_backend.secret_keys import use_settings_keys
+    from styrmin_backend.store.db import make_engine
+    from styrmin_backend.store.migrate import migration_lock, upgrade_database
+    from styrmin_backend.store.secret_box import SecretKeyProblem
+
     settings = Settings()
     engine = make_engine(settings.effective_database_url)
     try:
@@ -149,6 +159,11 @@ def db_upgrade() -> None:
 @db_app.command("reencrypt-secrets")
 def db_reencrypt_secrets() -> None:
     """Encrypt every stored secret value again with the first key of STYRMIN_SECRET_KEY (after a rotation)."""
+    from styrmin_backend.domain.errors import SecretKeyWrong
+    from styrmin_backend.secret_keys import use_settings_keys
+    from styrmin_backend.store.db import make_engine
+    from styrmin_backend.store.secret_box import SecretKeyProblem, reencrypt_secret_values
+
     settings = Settings()
     engine = make_engine(settings.effective_database_url)
     try:

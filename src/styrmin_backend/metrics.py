@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -24,11 +24,12 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine, func, select
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
 
-from styrmin_backend.store.models import TaskRow
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+# The database's collectors import SQLAlchemy and the store when they collect: the agent imports this
+# module for its own counters and never reads the database.
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
 _STEP_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -146,6 +147,11 @@ class _TasksByTypeAndStatus(Collector):
         yield self._family()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        from sqlalchemy import func, select
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from styrmin_backend.store.models import TaskRow
+
         family = self._family()
         try:
             with self._engine.connect() as connection:
@@ -174,6 +180,9 @@ class _DeploymentStatus(Collector):
         yield self._family()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        from sqlalchemy.exc import SQLAlchemyError
+        from sqlalchemy.orm import Session
+
         from styrmin_backend.domain.status import DeploymentStatus
         from styrmin_backend.services import changes, deployment_status
 
