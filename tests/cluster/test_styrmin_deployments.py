@@ -1,10 +1,12 @@
-"""The agent's writes of StyrminDeployments: a namespace deleted between two changes is made again."""
+"""The agent's writes of StyrminDeployments: a namespace deleted between two changes is made again,
+and a later revision in the cluster stays, whoever wrote last."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from lightkube import ApiError, Client, KubeConfig
@@ -12,6 +14,7 @@ from lightkube.resources.core_v1 import Namespace
 
 from styrmin_backend.cluster import ClusterAccess
 from styrmin_localcluster import LocalCluster
+from tests.support.kubectl import run_kubectl
 
 pytestmark = pytest.mark.slow
 
@@ -55,3 +58,54 @@ def test_a_namespace_deleted_after_a_change_is_made_again_by_the_next(cluster: L
             await access.close()
 
     assert asyncio.run(scenario()) is None
+
+
+def test_a_later_revision_another_agent_wrote_stays_though_this_agent_wrote_last_before(
+    cluster: LocalCluster,
+) -> None:
+    """The agent that wrote revision 1 writes revision 2 after another agent wrote revision 3: the
+    cluster keeps 3, and the write says so (the earlier change's workflow then runs its hooks only)."""
+
+    async def scenario() -> tuple[int | None, int | None, int | None, int | None]:
+        first, other = ClusterAccess(cluster.kubeconfig_path), ClusterAccess(cluster.kubeconfig_path)
+        try:
+            await first.ensure_crd()
+            await first.ensure_namespace("race")
+            one = await first.write_styrmin_deployment("race", "shop", {"appVersion": "1.0.0"}, 1)
+            three = await other.write_styrmin_deployment("race", "shop", {"appVersion": "3.0.0"}, 3)
+            two = await first.write_styrmin_deployment("race", "shop", {"appVersion": "2.0.0"}, 2)
+            return one, three, two, await other.styrmin_deployment_revision("race", "shop")
+        finally:
+            await first.close()
+            await other.close()
+
+    assert asyncio.run(scenario()) == (None, None, 3, 3)
+
+
+def test_an_agent_writes_its_own_later_revisions_one_after_another(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    async def scenario() -> list[int | None]:
+        access = ClusterAccess(cluster.kubeconfig_path)
+        try:
+            await access.ensure_crd()
+            await access.ensure_namespace("own")
+            return [
+                await access.write_styrmin_deployment("own", "shop", {"appVersion": f"{r}.0.0"}, r)
+                for r in (1, 2, 3)
+            ]
+        finally:
+            await access.close()
+
+    assert asyncio.run(scenario()) == [None, None, None]
+    shown = run_kubectl(
+        cluster.kubeconfig_path,
+        tmp_path,
+        "own",
+        "get",
+        "styrmindeployments",
+        "shop",
+        "-o",
+        "jsonpath={.spec.revision} {.spec.appVersion}",
+    )
+    assert shown.stdout == "3 3.0.0"

@@ -106,6 +106,21 @@ def _scaled(workload: Any, kind: str, namespace: str, name: str, replicas: int) 
     return (replicas == 0 and total == 0) or (replicas > 0 and ready >= replicas and total == replicas)
 
 
+def _styrmin_deployment(
+    namespace: str, name: str, spec: dict[str, Any], revision: int, resource_version: str | None
+) -> Any:
+    """The StyrminDeployment of a deployment at ``revision``; replacing it requires ``resource_version``."""
+    return StyrminDeployment(
+        metadata=ObjectMeta(
+            name=name,
+            namespace=namespace,
+            labels={"app.kubernetes.io/managed-by": "styrmin"},
+            resourceVersion=resource_version,
+        ),
+        spec={**spec, "revision": revision},
+    )
+
+
 class ClusterAccess:
     """One cluster, reached through a kubeconfig or the pod's service account, as the agent uses it."""
 
@@ -116,6 +131,10 @@ class ClusterAccess:
         self._client = AsyncClient(connection.lightkube_config(), field_manager=FIELD_MANAGER)
         self._namespaces: set[str] = set()
         """Namespaces this client made sure of: each change of a deployment need not ask again."""
+        self._written: dict[tuple[str, str], tuple[str, int]] = {}
+        """(namespace, name) of each StyrminDeployment this client wrote -> the resourceVersion and
+        revision it wrote: a later revision replaces it without reading it first, and the cluster
+        refuses that write (409) when anyone wrote it since (see :meth:`write_styrmin_deployment`)."""
 
     async def close(self) -> None:
         """Close the client's connections."""
@@ -178,9 +197,25 @@ class ClusterAccess:
     ) -> int | None:
         """Write a deployment's desired configuration at ``revision``, unless the cluster holds a later one.
 
+        When this client wrote the object last with an earlier revision, it is replaced at the version
+        written then, unread: the cluster accepts that only if nobody wrote it since, which is the
+        usual case (one read less per task); otherwise it is read and decided on as below.
+
         Returns:
             None when written; the cluster's revision when it is later (the object is left unchanged).
         """
+        key = (namespace, name)
+        written = self._written.pop(key, None)
+        if written is not None and written[1] < revision:
+            try:
+                stored = await self._client.replace(
+                    _styrmin_deployment(namespace, name, spec, revision, written[0])
+                )
+                self._remember(key, stored, revision)
+                return None
+            except ApiError as error:
+                if error.status.code not in (404, 409):  # deleted or written since: read and decide
+                    raise
         for _attempt in range(5):
             try:
                 current = await self._client.get(StyrminDeployment, name, namespace=namespace)
@@ -192,22 +227,16 @@ class ClusterAccess:
                 held = int((current.get("spec") or {}).get("revision", 0))
                 if later_revision_wins(held, revision):
                     return held
-            body = StyrminDeployment(
-                metadata=ObjectMeta(
-                    name=name,
-                    namespace=namespace,
-                    labels={"app.kubernetes.io/managed-by": "styrmin"},
-                    resourceVersion=current.metadata.resourceVersion
-                    if current and current.metadata
-                    else None,
-                ),
-                spec={**spec, "revision": revision},
+            body = _styrmin_deployment(
+                namespace,
+                name,
+                spec,
+                revision,
+                current.metadata.resourceVersion if current and current.metadata else None,
             )
             try:
-                if current is None:
-                    await self._client.create(body)
-                else:
-                    await self._client.replace(body)
+                stored = await (self._client.create(body) if current is None else self._client.replace(body))
+                self._remember(key, stored, revision)
                 return None
             except ApiError as error:
                 if error.status.code == 404 and current is None and namespace in self._namespaces:
@@ -218,6 +247,11 @@ class ClusterAccess:
                 if error.status.code != 409:  # someone else wrote it in between: read and decide again
                     raise
         raise ClusterError(f"StyrminDeployment {namespace}/{name} kept changing under the agent; try again.")
+
+    def _remember(self, key: tuple[str, str], stored: Any, revision: int) -> None:
+        version = stored.metadata.resourceVersion if stored.metadata else None
+        if version:
+            self._written[key] = (version, revision)
 
     async def styrmin_deployment_revision(self, namespace: str, name: str) -> int | None:
         """The revision the cluster holds for a deployment, or None when it holds none."""
@@ -231,6 +265,7 @@ class ClusterAccess:
 
     async def delete_styrmin_deployment(self, namespace: str, name: str) -> None:
         """Remove a deployment's StyrminDeployment (no error when it is gone already)."""
+        self._written.pop((namespace, name), None)
         try:
             await self._client.delete(StyrminDeployment, name, namespace=namespace)
         except ApiError as error:
