@@ -8,6 +8,7 @@ notes and result as the task would show them.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +24,7 @@ from styrmin_backend.agent.fakes import (
     FakeStep,
     FakeStyrminServer,
 )
-from styrmin_backend.agent.ports import LinkedTask, WorkloadView
+from styrmin_backend.agent.ports import LinkedTask, WorkloadKey, WorkloadView
 from styrmin_backend.agent.reconciliation import COMPONENT_READS_AT_ONCE, Reconciliation
 from styrmin_backend.agent.server_api import ServerError
 from styrmin_backend.domain.backups import (
@@ -141,15 +142,28 @@ async def test_create_runs_setup_pre_install_post_and_reports_the_components() -
 
 
 class FakeClusterCountingReads(FakeCluster):
-    """The fake cluster, whose workload reads each take a moment, counting how many were in flight at once."""
+    """The fake cluster, whose workload reads each take a moment, counting how many were in flight at
+    once, and its listings; with ``labelled`` False, its workloads lack the deployment label (applied
+    before the agent labelled them), so a listing finds none of them."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, labelled: bool = True) -> None:
         super().__init__()
+        self.labelled = labelled
         self.reading = 0
+        self.reads = 0
         self.most_at_once = 0
+        self.listings: list[tuple[str, str, tuple[str, ...]]] = []
+
+    async def deployment_workloads(
+        self, namespace: str, deployment: str, kinds: Collection[str]
+    ) -> dict[WorkloadKey, WorkloadView]:
+        self.listings.append((namespace, deployment, tuple(kinds)))
+        found = await super().deployment_workloads(namespace, deployment, kinds)
+        return found if self.labelled else {}
 
     async def workload(self, namespace: str, kind: str, name: str) -> WorkloadView:
         self.reading += 1
+        self.reads += 1
         self.most_at_once = max(self.most_at_once, self.reading)
         try:
             await asyncio.sleep(0.01)
@@ -158,16 +172,34 @@ class FakeClusterCountingReads(FakeCluster):
             self.reading -= 1
 
 
-async def test_a_driver_of_many_components_gets_each_reported_in_order_read_a_few_at_a_time() -> None:
-    ports = FakePorts(cluster=FakeClusterCountingReads())
+def many_components_driver(ports: FakePorts, extra: list[str]) -> None:
     spec = yaml.safe_load((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
-    extra = [f"worker-{n}" for n in range(12)]
     spec["spec"]["components"] += [
         {"name": name, "workload": {"kind": "Deployment", "name": f"{{{{ .Release.Name }}}}-{name}"}}
         for name in extra
     ]
     spec["spec"]["actions"] = []
     ports.drivers.add(load_driver_spec(yaml.safe_dump(spec)))
+
+
+async def test_a_task_end_lists_the_deployments_workloads_once_per_kind_instead_of_reading_each() -> None:
+    cluster = FakeClusterCountingReads()
+    ports = FakePorts(cluster=cluster)
+    extra = [f"worker-{n}" for n in range(12)]
+    many_components_driver(ports, extra)
+    await run(ports, claim("create", revision=1))
+    end = ports.server.ends[TASK]
+    assert end.status == "succeeded"
+    assert [c.name for c in end.components or []] == ["server", "task-worker", *extra]
+    assert cluster.listings == [(NAME, NAME, ("Deployment",))]
+    assert cluster.reads == 0
+
+
+async def test_a_driver_of_many_components_gets_each_reported_in_order_read_a_few_at_a_time() -> None:
+    # Workloads applied before the agent labelled them are not listed: each is read.
+    ports = FakePorts(cluster=FakeClusterCountingReads(labelled=False))
+    extra = [f"worker-{n}" for n in range(12)]
+    many_components_driver(ports, extra)
     await run(ports, claim("create", revision=1))
     end = ports.server.ends[TASK]
     assert end.status == "succeeded"

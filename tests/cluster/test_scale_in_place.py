@@ -17,6 +17,7 @@ import pytest
 from lightkube import Client, KubeConfig
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 
+from styrmin_backend.agent.adapters import KubeCluster
 from styrmin_backend.cluster import ClusterAccess, ClusterError, HelmReleases, ReplicasChanged
 from styrmin_backend.drivers import (
     DeploymentConfiguration,
@@ -345,5 +346,25 @@ def test_the_wait_fails_at_once_when_scaled_to_others_and_names_a_workload_never
             with pytest.raises(ReplicasChanged, match="now asks for 5 replicas, not 2") as changed:
                 await waiting
             assert changed.value.replicas == 5
+
+    asyncio.run(scenario())
+
+
+def test_a_deployments_workloads_are_listed_by_its_label_in_its_own_namespace(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """What a task's end reports: one listing per kind, which finds the deployment's component
+    workloads as they are, and nothing of a release of the same name in another namespace."""
+
+    async def scenario() -> None:
+        async with _installed(cluster, tmp_path, "listed-a") as (releases, access):
+            await _apply(releases, _chart(tmp_path, "listed-b", ["task-worker"]), "listed-b")
+            views = await KubeCluster(access).deployment_workloads("listed-b", "shop", ["Deployment"])
+            assert {key.name: view.replicas for key, view in views.items()} == {
+                "shop-server": 1,
+                WORKER: 0,
+            }
+            assert {key.namespace for key in views} == {"listed-b"}
+            assert await KubeCluster(access).deployment_workloads("listed-a", "other", ["Deployment"]) == {}
 
     asyncio.run(scenario())

@@ -69,9 +69,22 @@ class KubeCluster:
         return _workload_view(await self.access.workload(namespace, kind, name))
 
     async def component_workloads(self, kinds: Collection[str]) -> dict[WorkloadKey, WorkloadView]:
+        return await self._labelled(kinds, "*", None)
+
+    async def deployment_workloads(
+        self, namespace: str, deployment: str, kinds: Collection[str]
+    ) -> dict[WorkloadKey, WorkloadView]:
+        return await self._labelled(kinds, namespace, deployment)
+
+    async def _labelled(
+        self, kinds: Collection[str], namespace: str, deployment: str | None
+    ) -> dict[WorkloadKey, WorkloadView]:
         found: dict[WorkloadKey, WorkloadView] = {}
         for kind in kinds:
-            for workload in await self.access.labelled_workloads(kind, DEPLOYMENT_LABEL):
+            listed = await self.access.labelled_workloads(
+                kind, DEPLOYMENT_LABEL, namespace=namespace, value=deployment
+            )
+            for workload in listed:
                 metadata = workload.metadata
                 if metadata is not None and metadata.namespace and metadata.name:
                     found[WorkloadKey(metadata.namespace, kind, metadata.name)] = _workload_view(workload)

@@ -194,6 +194,16 @@ class FakeCluster:
     async def component_workloads(self, kinds: Collection[str]) -> dict[WorkloadKey, WorkloadView]:
         return {WorkloadKey(*key): view for key, view in self.workloads.items() if key[1] in kinds}
 
+    async def deployment_workloads(
+        self, namespace: str, deployment: str, kinds: Collection[str]
+    ) -> dict[WorkloadKey, WorkloadView]:
+        # Labels are not kept here: every workload of the namespace counts as the deployment's.
+        return {
+            WorkloadKey(*key): view
+            for key, view in self.workloads.items()
+            if key[0] == namespace and key[1] in kinds
+        }
+
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
         asked = (await self.workload(namespace, kind, name)).replicas
         if name in self.scaled_by_others:

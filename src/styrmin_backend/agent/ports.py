@@ -135,6 +135,14 @@ class Cluster(Protocol):
         reports over two hundred deployments). Raises ``ClusterError`` when the cluster refuses."""
         ...
 
+    async def deployment_workloads(
+        self, namespace: str, deployment: str, kinds: Collection[str]
+    ) -> dict[WorkloadKey, WorkloadView]:
+        """The workloads of ``kinds`` in ``namespace`` that carry ``deployment``'s label: one listing
+        per kind, where reading each component's workload costs a request (a task's end reports
+        them). Raises ``ClusterError`` when the cluster refuses."""
+        ...
+
     async def wait_scaled(
         self, namespace: str, kind: str, name: str, replicas: int, timeout: float
     ) -> None: ...

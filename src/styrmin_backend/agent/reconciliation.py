@@ -178,7 +178,12 @@ class Reconciliation:
         self, listed: Mapping[WorkloadKey, WorkloadView] | None = None
     ) -> list[ComponentStatus] | None:
         """What the component workloads look like now (those in ``listed`` as listed); None when they
-        cannot be read (logged). The workloads not listed are read side by side, a few at a time."""
+        cannot be read (logged).
+
+        Without ``listed``, the deployment's labelled workloads are listed, one request per kind
+        instead of one per component. The workloads not listed (applied before the agent labelled
+        them, or missing) are read side by side, a few at a time.
+        """
         reading = asyncio.Semaphore(COMPONENT_READS_AT_ONCE)
 
         async def read(kind: str, name: str) -> WorkloadView | None:
@@ -195,6 +200,8 @@ class Reconciliation:
             spec = await self._spec()
             components = spec.spec.components
             names = [(c.workload.kind, c.workload.resolved_name(self.name)) for c in components]
+            if listed is None and names:
+                listed = await self._listed_workloads({kind for kind, _ in names})
             read_all = await asyncio.gather(*(read(kind, name) for kind, name in names))
             statuses = []
             for component, (kind, name), workload in zip(components, names, read_all, strict=True):
@@ -219,6 +226,15 @@ class Reconciliation:
         except Exception as error:
             log.warning("Could not read the components of %s: %s", self.name, error)
             return None
+
+    async def _listed_workloads(self, kinds: set[str]) -> Mapping[WorkloadKey, WorkloadView]:
+        """The deployment's labelled workloads of ``kinds``; none when the cluster refuses the
+        listing (each is read on its own then)."""
+        try:
+            return await self.ports.cluster.deployment_workloads(self.namespace, self.name, sorted(kinds))
+        except ClusterError as error:
+            log.info("The workloads of %s could not be listed (%s); each is read", self.name, error)
+            return {}
 
     async def _steps_ended(self) -> None:
         """Tell the server the end of the step that succeeded last; raises as ``end_step`` does."""

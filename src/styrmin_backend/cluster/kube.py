@@ -281,15 +281,20 @@ class ClusterAccess:
                 f"{kind} {namespace}/{name} could not be read: {error.status.message}"
             ) from error
 
-    async def labelled_workloads(self, kind: str, label: str) -> list[Any]:
-        """Every Deployment or StatefulSet that carries ``label``, in every namespace: one listing,
-        where reading each costs a request. Raises ClusterError when the cluster refuses it (a
-        service account that may not list across namespaces, say)."""
+    async def labelled_workloads(
+        self, kind: str, label: str, *, namespace: str = "*", value: str | None = None
+    ) -> list[Any]:
+        """Every Deployment or StatefulSet that carries ``label`` (at ``value``, when given), in
+        ``namespace`` (every one by default): one listing, where reading each costs a request.
+        Raises ClusterError when the cluster refuses it (a service account that may not list across
+        namespaces, say)."""
         try:
             return [
                 found
                 async for found in self._client.list(
-                    _WORKLOADS[kind], namespace="*", labels={label: exists()}
+                    _WORKLOADS[kind],
+                    namespace=namespace,
+                    labels={label: value if value is not None else exists()},
                 )
             ]
         except ApiError as error:
