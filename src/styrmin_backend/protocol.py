@@ -223,6 +223,15 @@ class ClaimedStep(BaseModel):
     name: str
 
 
+class ClaimedHelmLock(BaseModel):
+    """The Helm lock of the deployment's release, taken with the claim for a task whose first step is
+    a Helm operation (``ClaimRequest.helm_lock_lease_seconds``): the task holds it from the claim on,
+    renews it, and lets go of it as it would one it took itself."""
+
+    namespace: str
+    release: str
+
+
 class ClaimedTaskRef(BaseModel):
     """The claimed task, as far as the agent needs it."""
 
@@ -253,6 +262,9 @@ class Claim(BaseModel):
     first_step: ClaimedStep | None = None
     """The plan's first step, started by the server (one call less per task); None when the agent
     starts it (see ``FIRST_STEP_AT_CLAIM``)."""
+    helm_lock: ClaimedHelmLock | None = None
+    """The release's Helm lock, taken with the claim (one call less per Helm operation); None when
+    the agent takes it itself."""
 
     @property
     def task_id(self) -> int:

@@ -15,7 +15,7 @@ from styrmin_backend.agent import helm_lock
 from styrmin_backend.agent.helm_lock import LockedHelmReleases
 from styrmin_backend.agent.prefect import ActionOutcome
 from styrmin_backend.agent.prefect_cancel import CancelFromPrefect
-from styrmin_backend.protocol import HelmLockAnswer
+from styrmin_backend.protocol import ClaimedHelmLock, HelmLockAnswer
 
 
 class FakeLockServerInMemory:
@@ -285,3 +285,54 @@ def test_a_second_helm_operation_of_a_task_lets_go_of_the_first_lock_at_once() -
 
     calls = asyncio.run(one_task())
     assert calls == [("acquire", 1), ("release", 1), ("acquire", 1), ("release", 1)]
+
+
+CLAIMED = ClaimedHelmLock(namespace="shop", release="shop")
+
+
+def test_a_lock_taken_with_the_claim_serves_the_first_operation_without_asking_again() -> None:
+    server = FakeLockServerInMemory()
+    server.holders["shop/shop"] = 1  # the server took it for task 1 with the claim
+
+    async def one_task() -> bool:
+        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, 30, CLAIMED)
+        chart = await locked.prepare(Request(1))
+        await locked.apply(chart, "shop", "shop", 60)
+        await chart.discard()
+        # A second operation asks for it as usual, once the first let go of it.
+        chart = await locked.prepare(Request(1))
+        await locked.apply(chart, "shop", "shop", 60)
+        await chart.discard()
+        return await locked.settled(with_end=True)
+
+    assert asyncio.run(one_task()) is True
+    assert server.calls == [("release", 1), ("acquire", 1)]
+
+
+def test_a_lock_taken_with_the_claim_and_never_used_is_let_go_of_with_the_end_or_by_a_call() -> None:
+    server = FakeLockServerInMemory()
+    server.holders["shop/shop"] = 1
+
+    async def ended_before_any_operation() -> tuple[bool, bool]:
+        locked = LockedHelmReleases(FakeHelmInMemory(), server, 1, 30, CLAIMED)
+        left = await locked.settled(with_end=True)  # the end lets go of it (release_helm_locks)
+        return left, await locked.settled()  # a server older than that refused the end: a call
+
+    assert asyncio.run(ended_before_any_operation()) == (True, False)
+    assert server.calls == [("release", 1)] and server.holders == {}
+
+
+def test_a_lock_taken_with_the_claim_is_let_go_of_when_the_chart_does_not_render() -> None:
+    server = FakeLockServerInMemory()
+    server.holders["shop/shop"] = 1
+
+    async def broken() -> None:
+        locked = LockedHelmReleases(
+            RenderingHelmInMemory(render_seconds=0, fails=True), server, 1, 30, CLAIMED
+        )
+        with contextlib.suppress(RuntimeError):
+            await locked.prepare(Request(1))
+        assert await locked.settled(with_end=True) is False  # nothing left for the end
+
+    asyncio.run(broken())
+    assert server.calls == [("release", 1)] and server.holders == {}

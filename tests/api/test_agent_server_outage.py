@@ -115,9 +115,9 @@ def test_a_step_gives_up_after_the_retry_time_naming_the_database(stack: Stack) 
     assert "database cannot be reached" in message and url in message
 
 
-def _refusing_plan_version(app: Any, claims: list[bytes]) -> Any:
-    """``app`` as a server older than ``plan_version`` answers claims: the field refused (422), as its
-    strict request model did. Each claim's body is recorded in ``claims``."""
+def _refusing_plan_version(app: Any, claims: list[bytes], field: str = "plan_version") -> Any:
+    """``app`` as a server older than ``field`` (``plan_version``) answers claims: the field refused
+    (422), as its strict request model did. Each claim's body is recorded in ``claims``."""
 
     async def older(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != "/api/v1/agent/claim":
@@ -128,8 +128,8 @@ def _refusing_plan_version(app: Any, claims: list[bytes]) -> Any:
             message = await receive()
             body, more = body + message.get("body", b""), message.get("more_body", False)
         claims.append(body)
-        if b'"plan_version"' in body:
-            refused = JSONResponse({"message": "plan_version: Extra inputs are not permitted"}, 422)
+        if f'"{field}"'.encode() in body:
+            refused = JSONResponse({"message": f"{field}: Extra inputs are not permitted"}, 422)
             await refused(scope, receive, send)
             return
         replayed = False
@@ -180,3 +180,27 @@ def test_an_agent_claiming_from_a_server_older_than_plan_version_starts_the_step
     assert first is not None and first.first_step is None and second is None  # one task, claimed once
     assert [b'"plan_version"' in body for body in claims] == [True, False, False]  # asked once only
     assert "does not start claimed tasks' first steps" in caplog.text
+
+
+def test_an_agent_claiming_from_a_server_older_than_the_helm_lock_at_claim_takes_the_lock_itself(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = _agent_key(stack)
+    claims: list[bytes] = []
+
+    async def claim_twice(url: str) -> list[Claim | None]:
+        api = ServerApi(url, key, retry_seconds=5)
+        try:
+            return [await api.claim(30), await api.claim(30)]
+        finally:
+            await api.close()
+
+    refusing = _refusing_plan_version(stack.client.app, claims, field="helm_lock_lease_seconds")
+    with served(refusing) as url, caplog.at_level(logging.INFO):
+        first, second = asyncio.run(claim_twice(url))
+    # The first step still starts with the claim; only the lock is left to the agent.
+    assert first is not None and first.first_step is not None and first.helm_lock is None
+    assert second is None
+    assert [b'"helm_lock_lease_seconds"' in body for body in claims] == [True, False, False]
+    assert all(b'"plan_version"' in body for body in claims)
+    assert "takes no Helm lock with a claim" in caplog.text

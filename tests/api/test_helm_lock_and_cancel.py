@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import update
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
+from styrmin_backend.domain.plan import PLAN_VERSION
 from styrmin_backend.domain.roles import Role
+from styrmin_backend.drivers import DriverReport, read_driver
+from styrmin_backend.services import drivers
 from styrmin_backend.services.cancel import CANCELLED_WITH_PARENT
 from styrmin_backend.services.helm_locks import WAITS_FOR_HELM_NOTE
 from styrmin_backend.store.models import AgentRow, HelmLockRow
+from tests.support.drivers import driver_folder
 
 from .conftest import Stack
-from .test_agent_protocol import _agent, _deploy
+from .test_agent_protocol import CREATE, INSTALL_STEP, _agent, _deploy
 
 LOCK = {"namespace": "shop", "release": "shop", "lease_seconds": 30}
 
@@ -242,3 +247,85 @@ def test_cancelling_a_task_an_action_started_leaves_its_parent_running(stack: St
         f"/api/v1/agent/tasks/{parent}/lease", json={"lease_seconds": 60}, headers=agent
     )
     assert renewal.status_code == 200
+
+
+WITH_LOCK = {"plan_version": PLAN_VERSION, "helm_lock_lease_seconds": 30}
+
+
+def _claim_with_lock(stack: Stack, agent: dict[str, str]) -> dict[str, Any]:
+    claim = stack.client.post("/api/v1/agent/claim", json=WITH_LOCK, headers=agent)
+    assert claim.status_code == 200, claim.text
+    body: dict[str, Any] = claim.json()
+    return body
+
+
+def test_a_claim_takes_the_helm_lock_for_a_first_step_that_is_a_helm_operation_when_it_is_free(
+    stack: Stack, tmp_path: Path
+) -> None:
+    create = _deploy(stack)
+    one, two = _agent(stack, "one"), _agent(stack, "two")
+    admin = stack.headers(stack.token_for("admin"))
+    claimed = _claim_with_lock(stack, one)
+    # The create's first step is the Helm install: the claim took the release's lock for it.
+    assert claimed["task"]["id"] == create and claimed["first_step"]["name"] == INSTALL_STEP
+    namespace = claimed["deployment"]["namespace"]
+    assert claimed["helm_lock"] == {"namespace": namespace, "release": "shop"}
+    assert _lock(stack, one, create, "/renew").status_code == 204  # held by the create: renewed
+
+    # A change claimed while the lock is held gets none, and its step says which task it waits for.
+    configure = stack.client.put(
+        "/api/v1/deployments/shop/configuration", json={"values": {"a": 1}}, headers=admin
+    ).json()["task"]["id"]
+    second = _claim_with_lock(stack, two)
+    assert second["task"]["id"] == configure and second["helm_lock"] is None
+    waiting = stack.client.get(f"/api/v1/tasks/{configure}", headers=admin).json()["waiting"]
+    assert waiting["reason"] == "helm-operation" and waiting["task_id"] == create
+
+    # The create's end lets go of it; the waiting change takes it then.
+    ended = stack.client.post(
+        f"/api/v1/agent/tasks/{create}/end",
+        json={"last_step_id": claimed["first_step"]["id"], "release_helm_locks": True},
+        headers=one,
+    )
+    assert ended.status_code == 200, ended.text
+    assert _lock(stack, two, configure).json() == {"acquired": True, "holder_task_id": configure}
+    ended = stack.client.post(
+        f"/api/v1/agent/tasks/{configure}/end",
+        json={"last_step_id": second["first_step"]["id"], "release_helm_locks": True},
+        headers=two,
+    )
+    assert ended.status_code == 200, ended.text
+
+    # An upgrade whose first step runs the driver's actions takes no lock with its claim.
+    with_actions = read_driver(driver_folder(tmp_path / "shop", version="2.0.0", with_actions=True))
+    with stack.session() as session:
+        drivers.push_driver(session, with_actions, DriverReport(), pushed_by="admin")
+    upgrade = stack.client.post(
+        "/api/v1/deployments/shop/upgrade",
+        json={"app_version": "2.0.0", "driver_version": "2.0.0"},
+        headers=admin,
+    ).json()["task"]["id"]
+    third = _claim_with_lock(stack, one)
+    assert third["task"]["id"] == upgrade
+    assert third["first_step"]["name"] == hook_step_name(Hook.UPGRADE, Mode.CORE)
+    assert third["helm_lock"] is None
+    with stack.session() as session:
+        assert session.query(HelmLockRow).count() == 0
+
+
+def test_a_claim_without_the_lease_or_the_plan_version_takes_no_helm_lock(stack: Stack) -> None:
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    for name in ("a", "b"):
+        stack.client.post("/api/v1/deployments", json={**CREATE, "name": name}, headers=admin)
+    agent = _agent(stack)
+    for body in ({"plan_version": PLAN_VERSION}, {"helm_lock_lease_seconds": 30}):
+        claim = stack.client.post("/api/v1/agent/claim", json=body, headers=agent).json()
+        assert claim["helm_lock"] is None
+    with stack.session() as session:
+        assert session.query(HelmLockRow).count() == 0
+    for bad in ("30", 4, 3601):
+        refused = stack.client.post(
+            "/api/v1/agent/claim", json={**WITH_LOCK, "helm_lock_lease_seconds": bad}, headers=agent
+        )
+        assert refused.status_code == 422 and "helm_lock_lease_seconds" in refused.text, refused.text

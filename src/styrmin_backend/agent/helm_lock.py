@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 from styrmin_backend.agent.ports import ChartRequest, Helm, PreparedChart
 from styrmin_backend.agent.server_api import ServerApi, ServerError
+from styrmin_backend.protocol import ClaimedHelmLock
 
 log = logging.getLogger("styrmin.agent")
 
@@ -72,8 +73,7 @@ class _HeldLock:
                 self._task_id, self.namespace, self.release, self._lease_seconds
             )
             if answer.acquired:
-                self.held = True
-                self._renewing = asyncio.create_task(self._renew())
+                self.hold()
                 return
             if answer.holder_task_id != waited_for:
                 waited_for = answer.holder_task_id
@@ -84,6 +84,11 @@ class _HeldLock:
                     self.release,
                 )
             await asyncio.sleep(HELM_LOCK_POLL_SECONDS)
+
+    def hold(self) -> None:
+        """The server gave the task the lock (an answer, or the claim): hold it, renewing its lease."""
+        self.held = True
+        self._renewing = asyncio.create_task(self._renew())
 
     async def let_go(self) -> None:
         """Stop renewing and let go of the lock, if held (once)."""
@@ -162,13 +167,29 @@ class LockedHelmReleases:
     and let go of in the background after a successful apply, ``LET_GO_AFTER_SECONDS`` later, while the
     task reads its components; ``settled`` lets go at once, before the lock is taken again, or leaves
     the locks to the task's end, which usually follows within that time.
+
+    A lock the server took with the claim (``held``, for a task whose first step is a Helm operation)
+    is held from the start and serves the first operation on its release; unused, the task's end
+    lets go of it.
     """
 
-    def __init__(self, helm: Helm, api: HelmLockApi | ServerApi, task_id: int, lease_seconds: int) -> None:
+    def __init__(
+        self,
+        helm: Helm,
+        api: HelmLockApi | ServerApi,
+        task_id: int,
+        lease_seconds: int,
+        held: ClaimedHelmLock | None = None,
+    ) -> None:
         self._helm = helm
         self._api = api
         self._task_id = task_id
         self._lease_seconds = lease_seconds
+        self._from_claim: _HeldLock | None = None
+        """The lock taken with the claim, until an operation uses it or the task ends."""
+        if held is not None:
+            self._from_claim = self._lock(held.namespace, held.release)
+            self._from_claim.hold()
         self._letting_go: list[tuple[_HeldLock, asyncio.Task[None]]] = []
         self._now = asyncio.Event()
         """Set: the locks waiting in ``_let_go_soon`` are let go of (or left to the end) at once."""
@@ -178,9 +199,24 @@ class LockedHelmReleases:
     def _lock(self, namespace: str, release: str) -> _HeldLock:
         return _HeldLock(self._api, self._task_id, namespace, release, self._lease_seconds)
 
+    def _taken_with_claim(self, namespace: str, release: str) -> _HeldLock | None:
+        """The lock of ``release`` the claim took, for the first operation on it (once)."""
+        lock = self._from_claim
+        if lock is None or (lock.namespace, lock.release) != (namespace, release):
+            return None
+        self._from_claim = None
+        return lock
+
     async def prepare(self, request: ChartRequest) -> PreparedChart:
         """Render the chart, as the wrapped port does, while the release's lock is taken."""
+        held = self._taken_with_claim(request.namespace, request.release)
         await self.settled()  # a lock let go of in the background is let go of before it is taken again
+        if held is not None:
+            try:
+                return LockedChart(await self._helm.prepare(request), held)
+            except BaseException:
+                await held.let_go()
+                raise
         lock = self._lock(request.namespace, request.release)
         taking = asyncio.ensure_future(lock.take())
         try:
@@ -240,6 +276,13 @@ class LockedHelmReleases:
         was to let go of them could not (a server older than ``release_helm_locks``).
         """
         letting_go, self._letting_go = self._letting_go, []
+        unused, self._from_claim = self._from_claim, None
+        if unused is not None:  # taken with the claim, and no operation came: let go of it as well
+            if with_end:
+                await unused.leave_to_end()
+                self._left.append(unused)
+            else:
+                await unused.let_go()
         if with_end:
             for lock, _ in letting_go:
                 await lock.leave_to_end()
@@ -256,9 +299,11 @@ class LockedHelmReleases:
 
     @asynccontextmanager
     async def _held(self, namespace: str, release: str) -> AsyncIterator[None]:
+        held = self._taken_with_claim(namespace, release)
         await self.settled()
-        lock = self._lock(namespace, release)
-        await lock.take()
+        lock = held or self._lock(namespace, release)
+        if held is None:
+            await lock.take()
         try:
             yield
         finally:

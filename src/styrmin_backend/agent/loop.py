@@ -237,7 +237,11 @@ class Agent:
         actions' flow runs cancelled from the Prefect UI cancelling it."""
         task_id = claimed.task_id
         return ports_of_task(
-            parts, task_id, self.settings.lease_seconds, lambda: self._stop_cancelled(task_id)
+            parts,
+            task_id,
+            self.settings.lease_seconds,
+            lambda: self._stop_cancelled(task_id),
+            claimed.helm_lock,
         )
 
     def _stop_cancelled(self, task_id: int) -> None:

@@ -110,6 +110,8 @@ class ServerApi:
         self._announced: int | None = None
         self._plan_at_claim = True
         """Whether claims ask the server to start the first step (until a server refuses the field)."""
+        self._helm_lock_at_claim = True
+        """Whether claims ask the server for the Helm lock of a first step that is a Helm operation."""
 
     @property
     def url(self) -> str:
@@ -203,7 +205,9 @@ class ServerApi:
         """Claim the next pending task of the agent's cluster, waiting up to ``wait_seconds`` for one.
 
         With ``started_by_actions_only``, only a task that an action started (see docs/agent.md). The
-        server starts the task's first step with the claim (``Claim.first_step``) unless it predates that.
+        server starts the task's first step with the claim (``Claim.first_step``), and takes the
+        release's Helm lock for a first step that is a Helm operation (``Claim.helm_lock``, with
+        ``lease_seconds``), unless it predates that.
         """
         body: dict[str, Any] = {
             "lease_seconds": lease_seconds,
@@ -212,16 +216,29 @@ class ServerApi:
         }
         if self._plan_at_claim:
             body["plan_version"] = PLAN_VERSION
-        try:
-            response = await self._call("POST", "/claim", json=body, timeout=wait_seconds + 30)
-        except ServerError as refused:
-            if refused.status_code != 422 or "plan_version" not in body:
-                raise
-            # A server older than plan_version refuses the field: the agent starts each first step.
-            log.info("The server does not start claimed tasks' first steps (%s); the agent does.", refused)
-            self._plan_at_claim = False
-            del body["plan_version"]
-            response = await self._call("POST", "/claim", json=body, timeout=wait_seconds + 30)
+            if self._helm_lock_at_claim:
+                body["helm_lock_lease_seconds"] = lease_seconds
+        while True:
+            try:
+                response = await self._call("POST", "/claim", json=body, timeout=wait_seconds + 30)
+                break
+            except ServerError as refused:
+                if refused.status_code != 422:
+                    raise
+                # A server older than a field refuses it, naming it: the agent does that part itself.
+                # The Helm lock comes with the first step only: without plan_version, neither is asked.
+                if "plan_version" in body and "plan_version" in str(refused):
+                    log.info(
+                        "The server does not start claimed tasks' first steps (%s); the agent does.", refused
+                    )
+                    self._plan_at_claim = False
+                    del body["plan_version"]
+                    body.pop("helm_lock_lease_seconds", None)
+                elif body.pop("helm_lock_lease_seconds", None) is not None:
+                    log.info("The server takes no Helm lock with a claim (%s); the agent does.", refused)
+                    self._helm_lock_at_claim = False
+                else:
+                    raise
         if response.status_code == 204:
             return None
         return Claim.model_validate(response.json())

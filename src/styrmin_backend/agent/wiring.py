@@ -18,6 +18,7 @@ from styrmin_backend.agent.prefect_cancel import CancelFromPrefect
 from styrmin_backend.agent.server_api import ServerApi
 from styrmin_backend.cluster import ClusterAccess, HelmReleases
 from styrmin_backend.cluster.connection import ClusterConnection
+from styrmin_backend.protocol import ClaimedHelmLock
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,17 @@ def build_parts(
 
 
 def ports_of_task(
-    parts: AgentParts, task_id: int, lease_seconds: int, stop_reconciliation: Callable[[], None]
+    parts: AgentParts,
+    task_id: int,
+    lease_seconds: int,
+    stop_reconciliation: Callable[[], None],
+    helm_lock: ClaimedHelmLock | None = None,
 ) -> Ports:
-    """The ports of task ``task_id``: each Helm operation under its deployment's Helm lock, and a flow
-    run cancelled from the Prefect UI cancelling the task (``stop_reconciliation`` stops it here)."""
+    """The ports of task ``task_id``: each Helm operation under its deployment's Helm lock (the one
+    ``helm_lock`` the claim took, first), and a flow run cancelled from the Prefect UI cancelling the
+    task (``stop_reconciliation`` stops it here)."""
     return dataclasses.replace(
         parts.ports,
-        helm=LockedHelmReleases(parts.ports.helm, parts.api, task_id, lease_seconds),
+        helm=LockedHelmReleases(parts.ports.helm, parts.api, task_id, lease_seconds, helm_lock),
         runner=CancelFromPrefect(parts.runner, parts.api, task_id, stop_reconciliation),
     )

@@ -31,7 +31,7 @@ from styrmin_backend.drivers import (
     DriverSpec,
     check_image_overrides,
 )
-from styrmin_backend.protocol import Change, ClaimedStep, ComponentStatus, TaskResult
+from styrmin_backend.protocol import Change, ClaimedHelmLock, ClaimedStep, ComponentStatus, TaskResult
 from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.drivers import Driver
 from styrmin_backend.services.tasks import TaskDetail
@@ -443,6 +443,14 @@ class ClaimRequest(Strict):
         description="The agent's plan version (domain.plan.PLAN_VERSION): when it is the server's, the "
         "server starts the claimed task's first step and answers it as first_step.",
     )
+    helm_lock_lease_seconds: StrictInt | None = Field(
+        default=None,
+        ge=5,
+        le=3600,
+        description="With plan_version: when the claimed task's first step is a Helm operation and no "
+        "other task holds the release's Helm lock, the server takes it for the task with this lease "
+        "and answers it as helm_lock.",
+    )
 
     @property
     def lease(self) -> timedelta:
@@ -462,6 +470,10 @@ class ClaimOut(BaseModel):
     styrmin_url: str
     first_step: ClaimedStep | None = Field(
         default=None, description="The plan's first step, started with the claim (see plan_version)."
+    )
+    helm_lock: ClaimedHelmLock | None = Field(
+        default=None,
+        description="The release's Helm lock, taken for the task with the claim (see helm_lock_lease_seconds).",
     )
 
 

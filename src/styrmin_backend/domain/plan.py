@@ -51,6 +51,13 @@ class Operation(StrEnum):
     """Remove a backup's files from the storage location they were written to."""
 
 
+HELM_OPERATIONS = frozenset(
+    {Operation.APPLY_CHART, Operation.STOP_COMPONENTS, Operation.START_COMPONENTS, Operation.UNINSTALL}
+)
+"""The operations that write the deployment's Helm release, each under its Helm lock. A task whose
+plan begins with one gets the lock with its claim, when it is free: its first call is that write."""
+
+
 @dataclass(frozen=True)
 class DeclaredAction:
     """An action as the driver declares it: what a plan needs of ``spec.actions[]``."""

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain import outages as outage_rules
 from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticated, NotFound, TaskCancelled
-from styrmin_backend.domain.plan import PLAN_VERSION, UnplannableChange
+from styrmin_backend.domain.plan import PLAN_VERSION, Operation, UnplannableChange
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus
 from styrmin_backend.drivers import DriverSpec
@@ -75,6 +75,8 @@ class Claim:
     actions_token: str
     first_step: Step | None = None
     """The plan's first step, started with the claim (see :func:`claim_next_task`)."""
+    first_operation: Operation | None = None
+    """What the agent does for ``first_step`` (None with it)."""
 
 
 def create_agent(session: Session, name: str, cluster: str) -> tuple[Agent, str]:
@@ -215,22 +217,26 @@ def claim_next_task(
         change = claimed_change(
             requested_of(change_row) if change_row else requested_change(task.type, None), read
         )
-        first_step = None
+        first_step, first_operation = None, None
         if plan_version == PLAN_VERSION and change.type in FIRST_STEP_AT_CLAIM:
-            first_step = _start_first_step(session, task_id, change, read.driver_name)
+            first_step, first_operation = _start_first_step(session, task_id, change, read.driver_name)
         return Claim(
             task=Task.model_validate(task),
             change=change,
             deployment=read,
             actions_token=issued.token,
             first_step=first_step,
+            first_operation=first_operation,
         )
     return None
 
 
-def _start_first_step(session: Session, task_id: int, change: Change, driver: str) -> Step | None:
-    """Start the first step of ``change``'s plan, as the agent would; None when there is none to
-    start (no plan covers the change, or its driver version is gone: the agent says so itself)."""
+def _start_first_step(
+    session: Session, task_id: int, change: Change, driver: str
+) -> tuple[Step | None, Operation | None]:
+    """Start the first step of ``change``'s plan, as the agent would, and say its operation; None
+    when there is none to start (no plan covers the change, or its driver version is gone: the
+    agent says so itself)."""
     spec = None
     if plan_needs_actions(change):
         stored = session.scalar(
@@ -239,15 +245,16 @@ def _start_first_step(session: Session, task_id: int, change: Change, driver: st
             )
         )
         if stored is None:
-            return None
+            return None, None
         spec = DriverSpec.model_validate(stored)
     try:
         plan = plan_change(change, spec)
     except UnplannableChange:
-        return None
+        return None, None
     if not plan.steps:
-        return None
-    return workflow.add_step(session, task_id, plan.steps[0].name, position=0)
+        return None, None
+    first = plan.steps[0]
+    return workflow.add_step(session, task_id, first.name, position=0), first.operation
 
 
 _SEEN_EVERY = timedelta(seconds=10)

@@ -17,16 +17,31 @@ from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import Conflict
+from styrmin_backend.domain.plan import HELM_OPERATIONS
 from styrmin_backend.domain.tasks import StepStatus
-from styrmin_backend.protocol import HelmLockAnswer
+from styrmin_backend.protocol import ClaimedHelmLock, HelmLockAnswer
 from styrmin_backend.services import workflow
-from styrmin_backend.services.agents import AgentIdentity, held_task
+from styrmin_backend.services.agents import AgentIdentity, Claim, held_task
 from styrmin_backend.store.models import HelmLockRow, StepRow
 
 WAITS_FOR_HELM_NOTE = (
     "Waits for the Helm operation of task {holder} on release {release} to end: Helm runs one "
     "operation at a time per deployment."
 )
+
+
+def take_with_claim(
+    session: Session, agent: AgentIdentity, claim: Claim, lease: timedelta
+) -> ClaimedHelmLock | None:
+    """Take the release's lock for a task just claimed whose first step is a Helm operation
+    (``domain.plan.HELM_OPERATIONS``), if it is free: the agent's first call is then that operation.
+    None when the first step is something else, or another task holds the lock (the agent asks for it
+    itself then, and waits as usual)."""
+    if claim.first_step is None or claim.first_operation not in HELM_OPERATIONS:
+        return None
+    namespace, release = claim.deployment.namespace, claim.deployment.name
+    answer = acquire_helm_lock(session, agent, claim.task.id, namespace, release, lease)
+    return ClaimedHelmLock(namespace=namespace, release=release) if answer.acquired else None
 
 
 def _key(agent: AgentIdentity, namespace: str, release: str) -> str:

@@ -113,6 +113,10 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
             )
             if claimed is None:
                 return None, agent.cluster
+            helm_lock = None
+            if body.helm_lock_lease_seconds is not None:
+                lease = timedelta(seconds=body.helm_lock_lease_seconds)
+                helm_lock = helm_locks.take_with_claim(db, agent, claimed, lease)
             observe_claim(claimed.task.created_at, claimed.task.started_at)
             return ClaimOut(
                 task=TaskSummary.model_validate(claimed.task),
@@ -126,6 +130,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                     if claimed.first_step
                     else None
                 ),
+                helm_lock=helm_lock,
             ), agent.cluster
 
     deadline = time.monotonic() + body.wait_seconds
