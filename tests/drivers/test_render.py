@@ -18,6 +18,7 @@ from styrmin_backend._helm_chart import load_chart, render_loaded
 from styrmin_backend.drivers import (
     ConfigurationError,
     DeploymentConfiguration,
+    InstallChart,
     RenderError,
     load_driver_spec,
     prepare_install_chart,
@@ -475,3 +476,38 @@ def test_an_output_past_what_is_kept_parsed_still_reads_whole(make_driver: MakeD
 
     assert len(second) == 300
     assert second[0]["data"]["blob"] == "x" * 2000
+
+
+def _server_image(install: InstallChart) -> str:
+    server = next(w for w in install.workloads if w["metadata"]["name"] == "shop-server")
+    containers = server["spec"]["template"]["spec"]["containers"]
+    return str(next(c for c in containers if c["name"] == "server")["image"])
+
+
+def test_a_chart_rendered_again_is_the_same_and_a_chart_changed_in_place_renders_its_change(
+    demo: tuple[Path, DriverSpec], tmp_path: Path
+) -> None:
+    """The agent keeps loaded charts for the next render (a stop, then a start): what it renders
+    again must be what a fresh load renders, at each version, and never a chart's older files."""
+    root, spec = demo
+    folders = iter(range(100))
+
+    def install(version: str) -> InstallChart:
+        return prepare_install_chart(
+            root,
+            spec,
+            "shop",
+            "team-a",
+            version,
+            DeploymentConfiguration(),
+            tmp_path / f"c{next(folders)}",
+            checksum_key=KEY,
+        )
+
+    first, again, other = install("2.0.0"), install("2.0.0"), install("3.0.0")
+    assert again.digest == first.digest and _server_image(again) == "example.com/demo/server:2.0.0"
+    assert _server_image(other) == "example.com/demo/server:3.0.0"
+    template = root / "chart" / "templates" / "workloads.yaml"
+    template.write_text(template.read_text().replace("example.com/demo/server:", "example.com/demo/api:"))
+    changed = install("2.0.0")
+    assert _server_image(changed) == "example.com/demo/api:2.0.0" and changed.digest != first.digest

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from styrmin_backend._helm_chart import RenderError as RenderError
-from styrmin_backend._helm_chart import load_chart, render_loaded
+from styrmin_backend._helm_chart import load_chart, load_chart_kept, render_loaded
 from styrmin_backend.domain.limits import RENDER_MAX_MEMORY_BYTES, RENDER_TIMEOUT_SECONDS
 from styrmin_backend.domain.scale_in_place import release_digest
 from styrmin_backend.domain.secret_checksum import (
@@ -363,7 +363,7 @@ def prepare_install_chart(
         RenderError: if the chart does not render, or lacks a configured component's workload.
     """
     configuration.check_components(spec)
-    with load_chart(package_dir / spec.spec.chart.path, app_version) as chart:
+    with load_chart_kept(package_dir / spec.spec.chart.path, app_version) as chart:
         rendered = render_loaded(
             chart, release_name, namespace, configuration.values, helm_config, is_upgrade
         )
