@@ -23,6 +23,8 @@ from styrmin_backend.actions import (
     execute_commands,
     get_component_images,
 )
+from styrmin_backend.actions import _api as api_module
+from styrmin_backend.actions._api import SdkApi, run_from_driver_folder
 from styrmin_backend.actions.commands import (
     ACTION_JOB_LABEL,
     DEPLOYMENT_LABEL,
@@ -31,6 +33,7 @@ from styrmin_backend.actions.commands import (
 )
 from styrmin_backend.drivers import DeploymentConfiguration
 from styrmin_backend.testing import StyrminStack
+from tests.support.drivers import EXAMPLE_DRIVER
 
 from .conftest import push_example
 
@@ -248,3 +251,20 @@ async def test_a_command_past_its_timeout_is_stopped_and_the_error_says_so(
             context=context(deployment_name, stack.url),
             timeout=1,
         )
+
+
+async def test_an_action_reads_its_own_drivers_spec_from_its_folder_and_any_other_from_the_api(
+    stack: StyrminStack, driver: None, as_action: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent runs an action from its driver's unpacked folder: the spec of that driver version is
+    read there, one request less; another version's comes from the API, as the registry has it."""
+    monkeypatch.setattr(api_module, "_own_driver", [])
+    monkeypatch.setattr(api_module, "_specs", {})
+    run_from_driver_folder(EXAMPLE_DRIVER)  # the example at 1.0.0
+    own = await SdkApi("http://127.0.0.1:9").driver_spec("shop", "1.0.0")  # nothing listens there
+    assert (own.metadata.version, [c.name for c in own.spec.components]) == (
+        "1.0.0",
+        ["server", "task-worker"],
+    )
+    other = await SdkApi(stack.url).driver_spec("shop", DRIVER_VERSION)
+    assert other.metadata.version == DRIVER_VERSION

@@ -9,13 +9,14 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 import styrmin
 from styrmin_backend.actions._backend import ApiFailed, ApiRefused, ApiUnavailable
-from styrmin_backend.drivers import DriverSpec
+from styrmin_backend.drivers import SPEC_FILE_NAME, DriverSpec, load_driver_spec
 
 WAIT_INTERVAL_SECONDS = 0.5
 """How often a primitive reads the task it waits for when the server answers at once; a current server
@@ -56,6 +57,31 @@ def _sdk_errors() -> Iterator[None]:
 
 _specs: dict[tuple[str, str, str], DriverSpec] = {}
 
+_own_driver: list[Path] = []
+"""The folder of the driver whose action this process runs (``run_from_driver_folder``)."""
+
+
+def run_from_driver_folder(folder: Path) -> None:
+    """This process runs an action of the driver unpacked in ``folder``: the spec of that driver
+    version is read there, the file the registry stored it from, instead of asking the API for it."""
+    _own_driver[:] = [folder]
+
+
+@cache
+def _spec_in(folder: Path) -> DriverSpec | None:
+    try:
+        return load_driver_spec((folder / SPEC_FILE_NAME).read_text())
+    except (OSError, ValueError):  # not readable here: the API answers instead
+        return None
+
+
+def _own_spec(driver_name: str, driver_version: str) -> DriverSpec | None:
+    for folder in _own_driver:
+        spec = _spec_in(folder)
+        if spec is not None and (spec.metadata.name, spec.metadata.version) == (driver_name, driver_version):
+            return spec
+    return None
+
 
 class SdkApi:
     """The Styrmin API at ``url`` through the SDK, as the user whose token is in STYRMIN_TOKEN."""
@@ -76,6 +102,8 @@ class SdkApi:
 
     async def driver_spec(self, driver_name: str, driver_version: str) -> DriverSpec:
         key = (self.url, driver_name, driver_version)
+        if key not in _specs and (own := _own_spec(driver_name, driver_version)) is not None:
+            _specs[key] = own
         if key not in _specs:
             with _sdk_errors():
                 driver = await self._client.drivers.get(driver_name, driver_version)

@@ -120,11 +120,15 @@ async def execute_commands(
     async with calling_api(backend, doing):
         container_env: list[dict[str, Any]] = []
         env_from: list[dict[str, Any]] = []
-        if env_from_component is not None:
-            container_env, env_from = await _component_env(backend, context, env_from_component)
+        # The earlier Jobs are cleared while the component's env is read: neither needs the other.
+        clearing = asyncio.ensure_future(_delete_ended_action_jobs(backend, context))
+        try:
+            if env_from_component is not None:
+                container_env, env_from = await _component_env(backend, context, env_from_component)
+        finally:
+            await clearing  # its error (a Job of an earlier action still running) comes first
         container_env = _set_env(container_env, env or {})
         env_from = [*env_from, *({"secretRef": {"name": name}} for name in _env_from_secrets)]
-        await _delete_ended_action_jobs(backend, context)
         for _ in range(3):  # a random suffix that is taken: draw another
             job_name = _job_name(context.deployment_name, argv)
             manifest = _job_manifest(context, job_name, argv, image, container_env, env_from, timeout)

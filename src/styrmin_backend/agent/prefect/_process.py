@@ -172,11 +172,13 @@ async def _run(job: dict[str, Any], channel: _Channel) -> None:
     from prefect.client.orchestration import get_client
     from prefect.flow_engine import run_flow
 
+    from styrmin_backend.actions._api import run_from_driver_folder
     from styrmin_backend.drivers.loading import ActionLoadError, load_action_flow
 
     _compat.start_reading_the_default_result_storage()
     try:
         action = load_action_flow(Path(job["driver_dir"]), job["location"])
+        run_from_driver_folder(Path(job["driver_dir"]))
     except ActionLoadError as exc:
         channel.send(_protocol.END, succeeded=False, state=None, error=str(exc), load_error=True)
         return
