@@ -36,6 +36,28 @@ _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, AsyncCl
 """One client per event loop and kubeconfig, shared by the primitives an action calls in a row."""
 
 
+_prepared: dict[tuple[str, int, int], AsyncClient] = {}
+"""A client made ahead for a kubeconfig file (its path, size and modification time), by the fork
+server: each action's process, forked from it, takes it instead of reading the file and making the
+client's TLS settings (about 13 ms of an action's CPU)."""
+
+
+def prepare_kube_client() -> None:
+    """Make, ahead of any action, the client of the kubeconfig in KUBECONFIG (the agent's own)."""
+    path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if not path or os.environ.get(SERVICE_ACCOUNT_ENV):
+        return  # a service account's token is read fresh by each action: it rotates
+    with contextlib.suppress(Exception):  # each action then reads it, and says what is wrong
+        _prepared[_kubeconfig_key(path)] = AsyncClient(
+            KubeConfig.from_file(path), field_manager=FIELD_MANAGER
+        )
+
+
+def _kubeconfig_key(path: str) -> tuple[str, int, int]:
+    stat = os.stat(path)
+    return path, stat.st_size, stat.st_mtime_ns
+
+
 def kube_client() -> AsyncClient:
     """A client of the cluster: KUBECONFIG or STYRMIN_SERVICE_ACCOUNT_DIR (the agent sets one for its
     actions), else the usual in-cluster config."""
@@ -43,6 +65,11 @@ def kube_client() -> AsyncClient:
     service_account = os.environ.get(SERVICE_ACCOUNT_ENV, "")
     key = path or f"service-account:{service_account}"
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
+    if key not in per_loop and path and not service_account and _prepared:
+        with contextlib.suppress(OSError):  # the file is gone: reading it below says so
+            prepared = _prepared.pop(_kubeconfig_key(path.split(os.pathsep)[0]), None)
+            if prepared is not None:  # made from this very file: this process's only loop takes it
+                per_loop[key] = prepared
     if key not in per_loop:
         try:
             if path:

@@ -6,7 +6,7 @@ import logging
 
 from styrmin_backend.actions._api import SdkApi
 from styrmin_backend.actions._backend import set_default_backend
-from styrmin_backend.actions._kube import LightkubeCluster, prepare_decoders
+from styrmin_backend.actions._kube import LightkubeCluster, prepare_decoders, prepare_kube_client
 
 _log = logging.getLogger("styrmin.actions")
 
@@ -20,6 +20,7 @@ def wire_real_backend() -> None:
 def prepare_real_backend() -> None:
     """Do, once before actions run, the work the real backend's first calls would do in each action."""
     prepare_decoders()
+    prepare_kube_client()
 
 
 class RealBackend:

@@ -122,7 +122,12 @@ class Agent:
         cluster = ClusterAccess(connection)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         previous, instance = _new_instance(settings.data_dir)
-        runner = ActionRunner(settings.prefect_api_url, pool_size=settings.runner_pool_size, owner=instance)
+        runner = ActionRunner(
+            settings.prefect_api_url,
+            pool_size=settings.runner_pool_size,
+            owner=instance,
+            action_env=connection.action_env(),
+        )
         RUNNER_POOL_SIZE.set(settings.runner_pool_size)
 
         async def after_prefect_outage(away_since: float) -> None:

@@ -254,6 +254,8 @@ class ActionRunner:
             runs this one left unfinished when its processes died (see :meth:`crash_runs_of`).
         work_pool: the Prefect work pool this runner is a worker of (made when missing).
         worker_name: this worker's name in the Prefect UI; default: ``owner``, else the host and pid.
+        action_env: what every action's process gets to reach the cluster (``KUBECONFIG``): the
+            fork server makes the cluster's client with it once, for every action to take.
     """
 
     def __init__(
@@ -265,6 +267,7 @@ class ActionRunner:
         owner: str | None = None,
         work_pool: str = DEFAULT_WORK_POOL,
         worker_name: str | None = None,
+        action_env: Mapping[str, str] | None = None,
     ) -> None:
         from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_KEY, PREFECT_API_URL
 
@@ -287,6 +290,7 @@ class ActionRunner:
             if not name.startswith(_AGENT_ONLY_ENV_PREFIXES) or name in _PASSED_TO_ACTIONS
         }
         env |= {"PREFECT_API_URL": api_url, "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore"}
+        env |= dict(action_env or {})  # the cluster's: the fork server makes its client ahead
         env.setdefault("MALLOC_ARENA_MAX", "2")  # the fork server runs one thread; its children few
         self._pool = ForkServer(env, python)
         self._client: Any = None
