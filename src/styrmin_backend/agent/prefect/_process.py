@@ -28,6 +28,7 @@ import socket
 import sys
 import threading
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -368,6 +369,7 @@ def main(argv: list[str]) -> int:
     control = socket.socket(fileno=int(argv[1]))
     _die_with(int(argv[2]))
     _warm_up()
+    plain_console_unless_a_terminal()
     from styrmin_backend.actions._real import wire_real_backend
 
     wire_real_backend()  # the composition root of the primitives in every action's process
@@ -381,6 +383,39 @@ def main(argv: list[str]) -> int:
     gc.freeze()
     _give_back_the_free_heap()
     return _serve(control)
+
+
+def plain_console_unless_a_terminal(loggers: Iterable[logging.Logger] | None = None) -> None:
+    """Print the flow runs' log lines as plain text when no terminal reads them.
+
+    Prefect's console handler renders each line through Rich (0.3 ms a line, more in a fresh child,
+    against 0.01 ms), which only a terminal shows: its colours and highlights. Written to a pipe or a
+    file (a service's log, a benchmark), the line is the same text either way, so there a plain
+    handler with the same level, formatter and filters prints it instead (in ``loggers``; default:
+    every logger of this process).
+    """
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    if loggers is None:
+        loggers = [
+            logging.getLogger(),
+            *(lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)),
+        ]
+    for logger in loggers:
+        for index, handler in enumerate(logger.handlers):
+            if not isinstance(handler, PrefectConsoleHandler) or _is_a_terminal(handler.stream):
+                continue
+            plain = logging.StreamHandler(handler.stream)
+            plain.setLevel(handler.level)
+            plain.setFormatter(handler.formatter)
+            plain.filters = list(handler.filters)
+            logger.handlers[index] = plain
+
+
+def _is_a_terminal(stream: Any) -> bool:
+    with contextlib.suppress(Exception):
+        return bool(stream.isatty())
+    return False
 
 
 def _give_back_the_free_heap() -> None:
