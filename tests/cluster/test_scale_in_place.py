@@ -368,3 +368,39 @@ def test_a_deployments_workloads_are_listed_by_its_label_in_its_own_namespace(
             assert await KubeCluster(access).deployment_workloads("listed-a", "other", ["Deployment"]) == {}
 
     asyncio.run(scenario())
+
+
+def test_the_wait_after_a_scale_starts_from_the_scales_answer_and_a_later_one_reads_again(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The cluster's answer to the scale is where the wait starts (then watched from its version):
+    no read of the workload. Only once: a later wait, or one for other replicas, reads it."""
+
+    async def scenario() -> list[int]:
+        async with _installed(cluster, tmp_path, "answered") as (releases, access):
+            reads = []
+            real_get = access._client.get
+
+            async def counted_get(*args: object, **kwargs: object) -> object:
+                reads.append(1)
+                return await real_get(*args, **kwargs)  # type: ignore[arg-type]
+
+            access._client.get = counted_get  # type: ignore[method-assign]
+            counts = []
+            assert await _scale(releases, _chart(tmp_path, "answered", ["task-worker"]), "answered")
+            before = len(reads)  # the scale reads the live workload first, to compare with it
+            await access.wait_scaled("answered", "Deployment", WORKER, 0, TIMEOUT)
+            counts.append(len(reads) - before)
+            before = len(reads)
+            await access.wait_scaled("answered", "Deployment", WORKER, 0, TIMEOUT)  # no scale since
+            counts.append(len(reads) - before)
+            assert await _scale(releases, _chart(tmp_path, "answered", []), "answered")
+            before = len(reads)
+            with pytest.raises(ReplicasChanged):  # waits for 2 where the scale asked 1: read, and told
+                await access.wait_scaled("answered", "Deployment", WORKER, 2, TIMEOUT)
+            counts.append(len(reads) - before)
+            await access.wait_scaled("answered", "Deployment", WORKER, 1, TIMEOUT)
+            assert _ready(cluster, "answered") == (1, 1)
+            return counts
+
+    assert asyncio.run(scenario()) == [0, 1, 1]

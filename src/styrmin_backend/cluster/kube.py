@@ -89,6 +89,9 @@ class ReplicasChanged(ClusterError):
 
 
 _WATCH_SECONDS = 30.0
+
+_JUST_SCALED_SECONDS = 10.0
+"""How long after a scale its answer may start the wait for it (``ClusterAccess._scaled_just_now``)."""
 """How long one watch of a workload waited for runs before it is read again (a missed event's cost)."""
 
 
@@ -135,6 +138,9 @@ class ClusterAccess:
         """(namespace, name) of each StyrminDeployment this client wrote -> the resourceVersion and
         revision it wrote: a later revision replaces it without reading it first, and the cluster
         refuses that write (409) when anyone wrote it since (see :meth:`write_styrmin_deployment`)."""
+        self._just_scaled: dict[tuple[str, str, str], tuple[float, Any]] = {}
+        """(namespace, kind, name) of a workload this client scaled in place -> when, and the
+        cluster's answer: where the wait for it starts (:meth:`_scaled_just_now`)."""
 
     async def close(self) -> None:
         """Close the client's connections."""
@@ -322,8 +328,8 @@ class ClusterAccess:
                 return False
             body = as_helm_applies(manifest, release, namespace)
 
-            async def apply(dry_run: bool) -> dict[str, Any]:
-                applied = await self._client.patch(
+            async def apply(dry_run: bool) -> Any:
+                return await self._client.patch(
                     resource,
                     name,
                     body,
@@ -333,16 +339,26 @@ class ClusterAccess:
                     force=False,
                     dry_run=dry_run,
                 )
-                shown: dict[str, Any] = applied.to_dict()
-                return shown
 
-            if not only_replicas_differ(live, await apply(dry_run=True)):
+            if not only_replicas_differ(live, (await apply(dry_run=True)).to_dict()):
                 return False
-            await apply(dry_run=False)
+            self._just_scaled[(namespace, str(kind), name)] = (time.monotonic(), await apply(dry_run=False))
         except ApiError as error:
             log.info("%s %s/%s is applied by Helm, not scaled in place: %s", kind, namespace, name, error)
             return False
         return True
+
+    def _scaled_just_now(self, namespace: str, kind: str, name: str, replicas: int) -> Any:
+        """The workload as the cluster answered this process's scale of it to ``replicas`` a moment
+        ago (``scale_as_helm``), once; None when there is none that recent, or it was for other
+        replicas. The wait that follows a scale starts from it, and watches from its version, so it
+        misses nothing a read would have shown: one read fewer per stop or start."""
+        scaled = self._just_scaled.pop((namespace, kind, name), None)
+        if scaled is None or time.monotonic() - scaled[0] > _JUST_SCALED_SECONDS:
+            return None
+        workload = scaled[1]
+        asked = workload.spec.replicas if workload.spec and workload.spec.replicas is not None else 1
+        return workload if asked == replicas else None
 
     async def wait_scaled(self, namespace: str, kind: str, name: str, replicas: int, timeout: float) -> None:
         """Wait until a workload has exactly ``replicas`` ready (and, for 0, no replicas left).
@@ -357,7 +373,9 @@ class ClusterAccess:
             ClusterError: it did not get there within ``timeout`` seconds.
         """
         deadline = time.monotonic() + timeout
-        workload = await self.workload(namespace, kind, name)
+        workload = self._scaled_just_now(namespace, kind, name, replicas) or await self.workload(
+            namespace, kind, name
+        )
         while not _scaled(workload, kind, namespace, name, replicas):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
