@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from sqlalchemy.orm import Session
 
 from styrmin_backend.api.deps import Db, Reader, Writer, api_router, require, short_transaction
 from styrmin_backend.api.pages import Cursor, next_link
@@ -85,42 +86,43 @@ async def get_task(
     passed, so a caller waiting for a task learns of its end at once without asking many times a second.
     """
 
-    # Each look at the database is a transaction of its own, so no connection is held while waiting.
-    def authenticate() -> None:
+    # Each look at the database is a transaction of its own, so no connection is held while waiting;
+    # a look that finds the task ended (or no wait asked) reads it in the same transaction.
+    def authenticate_and_read() -> TaskOut | None:
         with short_transaction(request) as session:
             _reader(request, session)
+            return _ended_or_none(session, task_id, wait_until_end > 0)
 
-    def read() -> TaskOut:
+    def read_if_ended(at_the_end: bool) -> TaskOut | None:
         with short_transaction(request) as session:
-            return TaskOut.of_detail(tasks.get_task_detail(session, task_id))
+            return _ended_or_none(session, task_id, not at_the_end)
 
-    await run_in_threadpool(authenticate)
-    if wait_until_end > 0:
-        await _until_ended(request, task_id, wait_until_end)
-    return await run_in_threadpool(read)
+    mark = tasks.task_end_mark()  # before the first look: an end right after it still wakes the wait
+    found = await run_in_threadpool(authenticate_and_read)
+    if found is not None:
+        return found
+    shared = request.app.state.claim_wakeups.shared_database
+    poll = _END_POLL_SECONDS if shared else _END_POLL_SECONDS_ALONE
+    deadline = time.monotonic() + wait_until_end
+    while True:
+        left = deadline - time.monotonic()
+        if left > 0 and not await request.is_disconnected():
+            await tasks.wait_for_task_end(task_id, mark, min(poll, left))
+        mark = tasks.task_end_mark()
+        last = deadline - time.monotonic() <= 0 or await request.is_disconnected()
+        found = await run_in_threadpool(read_if_ended, last)
+        if found is not None:
+            return found
 
 
 _reader = require(Role.READ_ONLY)
 
 
-async def _until_ended(request: Request, task_id: int, seconds: float) -> None:
-    """Return once task ``task_id`` has ended (or does not exist), ``seconds`` have passed, or the caller left."""
-
-    def waiting() -> bool:
-        with short_transaction(request) as session:
-            return tasks.task_is_waiting(session, task_id)
-
-    shared = request.app.state.claim_wakeups.shared_database
-    poll = _END_POLL_SECONDS if shared else _END_POLL_SECONDS_ALONE
-    deadline = time.monotonic() + seconds
-    while True:
-        mark = tasks.task_end_mark()
-        if not await run_in_threadpool(waiting):
-            return
-        left = deadline - time.monotonic()
-        if left <= 0 or await request.is_disconnected():
-            return
-        await tasks.wait_for_task_end(task_id, mark, min(poll, left))
+def _ended_or_none(session: Session, task_id: int, only_if_ended: bool) -> TaskOut | None:
+    """The task as the API shows it; None when ``only_if_ended`` and it exists and has not ended."""
+    if only_if_ended and tasks.task_is_waiting(session, task_id):
+        return None
+    return TaskOut.of_detail(tasks.get_task_detail(session, task_id))
 
 
 @router.post("/tasks/{task_id}/retry", response_model=ChangeOut, status_code=202)
