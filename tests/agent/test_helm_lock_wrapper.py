@@ -336,3 +336,34 @@ def test_a_lock_taken_with_the_claim_is_let_go_of_when_the_chart_does_not_render
 
     asyncio.run(broken())
     assert server.calls == [("release", 1)] and server.holders == {}
+
+
+def test_a_lock_taken_with_the_claim_is_let_go_of_when_the_task_stops_before_using_it() -> None:
+    """A task cancelled right after its claim never reaches its Helm operation nor its end: the
+    lock its claim took is let go of as its reconciliation stops, not renewed for good."""
+    server = FakeLockServerInMemory()
+    server.holders["shop/shop"] = 1
+
+    async def stopped_before_any_operation() -> None:
+        locked = LockedHelmReleases(FakeHelmInMemory(), server, 1, 30, CLAIMED)
+        await locked.let_go_of_an_unused_claim_lock()
+        await locked.let_go_of_an_unused_claim_lock()  # once only
+
+    asyncio.run(stopped_before_any_operation())
+    assert server.calls == [("release", 1)] and server.holders == {}
+
+
+def test_a_used_or_ended_claim_lock_is_not_let_go_of_again_when_the_task_stops() -> None:
+    server = FakeLockServerInMemory()
+    server.holders["shop/shop"] = 1
+
+    async def one_task() -> None:
+        locked = LockedHelmReleases(RenderingHelmInMemory(render_seconds=0), server, 1, 30, CLAIMED)
+        chart = await locked.prepare(Request(1))
+        await locked.apply(chart, "shop", "shop", 60)
+        await chart.discard()
+        assert await locked.settled(with_end=True) is True  # the end lets go of it
+        await locked.let_go_of_an_unused_claim_lock()
+
+    asyncio.run(one_task())
+    assert server.calls == []

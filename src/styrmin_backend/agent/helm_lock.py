@@ -297,6 +297,15 @@ class LockedHelmReleases:
             await lock.send_release()
         return False
 
+    async def let_go_of_an_unused_claim_lock(self) -> None:
+        """Let go of the lock taken with the claim if no operation used it and the task's end did not
+        take it along: a reconciliation stopped before its first Helm operation (its task cancelled)
+        would otherwise renew it for as long as the agent runs, holding up the deployment's Helm
+        operations. Nothing otherwise."""
+        unused, self._from_claim = self._from_claim, None
+        if unused is not None:
+            await unused.let_go()
+
     @asynccontextmanager
     async def _held(self, namespace: str, release: str) -> AsyncIterator[None]:
         held = self._taken_with_claim(namespace, release)

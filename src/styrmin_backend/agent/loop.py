@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from styrmin_backend.agent.backups import check_location
+from styrmin_backend.agent.helm_lock import LockedHelmReleases
 from styrmin_backend.agent.ports import Ports, WorkloadKey, WorkloadView
 from styrmin_backend.agent.prefect import ActionRunner
 from styrmin_backend.agent.prefect.health import PrefectWatch
@@ -261,9 +262,10 @@ class Agent:
     async def _reconcile(self, parts: AgentParts, claimed: Claim) -> None:
         renewing = asyncio.create_task(self._renew(parts.api, claimed.task_id))
         TASKS_RUNNING.inc()
+        ports = self._ports_of(parts, claimed)
         try:
             log.info("Task %s: %s of %s", claimed.task_id, claimed.change_type, claimed.deployment.name)
-            await Reconciliation(self._ports_of(parts, claimed), claimed).run()
+            await Reconciliation(ports, claimed).run()
             name = claimed.deployment.name
             if claimed.change_type is TaskType.DELETE:
                 self._known.pop(name, None)
@@ -297,6 +299,9 @@ class Agent:
         finally:
             TASKS_RUNNING.dec()
             renewing.cancel()
+            if isinstance(ports.helm, LockedHelmReleases):  # stopped before its first Helm operation
+                with contextlib.suppress(Exception):
+                    await ports.helm.let_go_of_an_unused_claim_lock()
             self._running.pop(claimed.task_id, None)
             self._claims.pop(claimed.task_id, None)
             self._reported.pop(claimed.deployment.name, None)  # the task reported what it left
