@@ -182,8 +182,9 @@ def many_components_driver(ports: FakePorts, extra: list[str]) -> None:
     ports.drivers.add(load_driver_spec(yaml.safe_dump(spec)))
 
 
-async def test_a_task_end_lists_the_deployments_workloads_once_per_kind_instead_of_reading_each() -> None:
-    cluster = FakeClusterCountingReads()
+async def _create_with_many_components(cluster: FakeClusterCountingReads) -> list[ComponentStatus]:
+    """A create of a driver of 14 components on ``cluster``; the components its end reported, which
+    are each of them, in the driver's order."""
     ports = FakePorts(cluster=cluster)
     extra = [f"worker-{n}" for n in range(12)]
     many_components_driver(ports, extra)
@@ -191,23 +192,23 @@ async def test_a_task_end_lists_the_deployments_workloads_once_per_kind_instead_
     end = ports.server.ends[TASK]
     assert end.status == "succeeded"
     assert [c.name for c in end.components or []] == ["server", "task-worker", *extra]
+    return list(end.components or [])
+
+
+async def test_a_task_end_lists_the_deployments_workloads_once_per_kind_instead_of_reading_each() -> None:
+    cluster = FakeClusterCountingReads()
+    await _create_with_many_components(cluster)
     assert cluster.listings == [(NAME, NAME, ("Deployment",))]
     assert cluster.reads == 0
 
 
 async def test_a_driver_of_many_components_gets_each_reported_in_order_read_a_few_at_a_time() -> None:
     # Workloads applied before the agent labelled them are not listed: each is read.
-    ports = FakePorts(cluster=FakeClusterCountingReads(labelled=False))
-    extra = [f"worker-{n}" for n in range(12)]
-    many_components_driver(ports, extra)
-    await run(ports, claim("create", revision=1))
-    end = ports.server.ends[TASK]
-    assert end.status == "succeeded"
-    assert [c.name for c in end.components or []] == ["server", "task-worker", *extra]
-    assert [c.workload for c in end.components or []][-1] == f"{NAME}-worker-11"
+    cluster = FakeClusterCountingReads(labelled=False)
+    components = await _create_with_many_components(cluster)
+    assert components[-1].workload == f"{NAME}-worker-11"
     # Side by side, not one round trip per component; and never more at once than the bound.
-    assert isinstance(ports.cluster, FakeClusterCountingReads)
-    assert ports.cluster.most_at_once == COMPONENT_READS_AT_ONCE
+    assert cluster.most_at_once == COMPONENT_READS_AT_ONCE
 
 
 class StepEndsCounted(FakeStyrminServer):

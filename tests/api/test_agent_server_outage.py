@@ -162,21 +162,23 @@ def test_the_server_starts_a_claimed_tasks_first_step_for_the_agent(stack: Stack
     assert claimed.first_step.name == INSTALL_STEP  # the example driver has no setup pre hook
 
 
+async def _claim_twice(url: str, key: str) -> list[Claim | None]:
+    """Two claims by one agent, as its loop sends them (the second finds nothing left)."""
+    api = ServerApi(url, key, retry_seconds=5)
+    try:
+        return [await api.claim(30), await api.claim(30)]
+    finally:
+        await api.close()
+
+
 def test_an_agent_claiming_from_a_server_older_than_plan_version_starts_the_steps_itself(
     stack: Stack, caplog: pytest.LogCaptureFixture
 ) -> None:
     key = _agent_key(stack)
     claims: list[bytes] = []
 
-    async def claim_twice(url: str) -> list[Claim | None]:
-        api = ServerApi(url, key, retry_seconds=5)
-        try:
-            return [await api.claim(30), await api.claim(30)]
-        finally:
-            await api.close()
-
     with served(_refusing_plan_version(stack.client.app, claims)) as url, caplog.at_level(logging.INFO):
-        first, second = asyncio.run(claim_twice(url))
+        first, second = asyncio.run(_claim_twice(url, key))
     assert first is not None and first.first_step is None and second is None  # one task, claimed once
     assert [b'"plan_version"' in body for body in claims] == [True, False, False]  # asked once only
     assert "does not start claimed tasks' first steps" in caplog.text
@@ -188,16 +190,9 @@ def test_an_agent_claiming_from_a_server_older_than_the_helm_lock_at_claim_takes
     key = _agent_key(stack)
     claims: list[bytes] = []
 
-    async def claim_twice(url: str) -> list[Claim | None]:
-        api = ServerApi(url, key, retry_seconds=5)
-        try:
-            return [await api.claim(30), await api.claim(30)]
-        finally:
-            await api.close()
-
     refusing = _refusing_plan_version(stack.client.app, claims, field="helm_lock_lease_seconds")
     with served(refusing) as url, caplog.at_level(logging.INFO):
-        first, second = asyncio.run(claim_twice(url))
+        first, second = asyncio.run(_claim_twice(url, key))
     # The first step still starts with the claim; only the lock is left to the agent.
     assert first is not None and first.first_step is not None and first.helm_lock is None
     assert second is None
