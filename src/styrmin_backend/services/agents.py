@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
@@ -36,6 +36,36 @@ from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, Dri
 AGENT_KEY_PREFIX = "sta_"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,62}[a-z0-9])?$")
 AGENT_STOPPED_ERROR = outage_rules.AGENT_STOPPED_ERROR
+
+# The statements of an agent's calls are built once, with their values bound at each call: every
+# task an agent runs sends them, and building a statement took as long as running it (py-spy of
+# `styrmin server` under bench/agent_protocol_cpu.py).
+_AGENT_BY_KEY = select(
+    AgentRow.id, AgentRow.name, AgentRow.cluster, AgentRow.revoked_at, AgentRow.last_seen_at
+).where(AgentRow.key_hash == bindparam("key_hash"))
+_EXPIRED_LEASES = select(TaskRow.id).where(
+    TaskRow.cluster == bindparam("cluster"),
+    TaskRow.status == TaskStatus.RUNNING.value,
+    TaskRow.lease_expires_at <= bindparam("now"),
+)
+_PENDING = (
+    select(TaskRow.id)
+    .where(TaskRow.cluster == bindparam("cluster"), TaskRow.status == TaskStatus.PENDING.value)
+    .order_by(TaskRow.parent_task_id.is_(None), TaskRow.id)
+    .limit(20)
+)
+"""Pending tasks of a cluster, those an action started first, then the oldest (see claim_next_task)."""
+_PENDING_STARTED_BY_ACTIONS = _PENDING.where(TaskRow.parent_task_id.is_not(None))
+_CLAIM = (
+    update(TaskRow)
+    .where(TaskRow.id == bindparam("claimed_task"), TaskRow.status == TaskStatus.PENDING.value)
+    .values(claimed_by=bindparam("claiming_agent"), lease_expires_at=bindparam("lease_until"))
+    # No loaded task to bring up to date: the claim read only ids.
+    .execution_options(synchronize_session=False)
+)
+_DRIVER_SPEC = select(DriverRow.spec).where(
+    DriverRow.name == bindparam("driver"), DriverRow.version == bindparam("version")
+)
 
 
 @dataclass(frozen=True)
@@ -121,7 +151,7 @@ def revoke_agent(session: Session, name: str) -> Agent:
 
 def authenticate_agent(session: Session, key: str) -> AgentIdentity:
     """The agent whose key is ``key``; raises NotAuthenticated."""
-    agent = session.scalars(select(AgentRow).where(AgentRow.key_hash == hash_token(key))).one_or_none()
+    agent = session.execute(_AGENT_BY_KEY, {"key_hash": hash_token(key)}).one_or_none()
     if agent is None or agent.revoked_at is not None:
         raise NotAuthenticated(
             "The agent key is not valid or was revoked; ask an administrator for a new one."
@@ -138,15 +168,10 @@ def fail_expired_leases(session: Session, cluster: str) -> list[int]:
     now = utcnow()
     # Only leases past their end are read: each claim attempt runs this, and with many tasks running
     # (a batch of upgrades) loading every running task's row made each attempt grow with them.
-    expired = session.scalars(
-        select(TaskRow).where(
-            TaskRow.cluster == cluster,
-            TaskRow.status == TaskStatus.RUNNING.value,
-            TaskRow.lease_expires_at <= now,
-        )
-    ).all()
-    if not expired:
+    expired_ids = session.scalars(_EXPIRED_LEASES, {"cluster": cluster, "now": now}).all()
+    if not expired_ids:
         return []
+    expired = session.scalars(select(TaskRow).where(TaskRow.id.in_(expired_ids))).all()
     outage = outages_of(session.get_bind()).last()  # type: ignore[arg-type]
     ended = []
     for task in expired:
@@ -185,21 +210,14 @@ def claim_next_task(
     # takes the one write lock, and a write per poll starved lease renewals and step writes.
     fail_expired_leases(session, agent.cluster)
     _record_seen(session, agent)
-    pending = select(TaskRow.id).where(
-        TaskRow.cluster == agent.cluster, TaskRow.status == TaskStatus.PENDING.value
-    )
-    if started_by_actions_only:
-        pending = pending.where(TaskRow.parent_task_id.is_not(None))
-    candidates = session.scalars(
-        pending.order_by(TaskRow.parent_task_id.is_(None), TaskRow.id).limit(20)
-    ).all()
+    pending = _PENDING_STARTED_BY_ACTIONS if started_by_actions_only else _PENDING
+    candidates = session.scalars(pending, {"cluster": agent.cluster}).all()
     for task_id in candidates:
         # A conditional update claims it: of two agents racing, exactly one changes the row (the
         # other's UPDATE waits for the first's transaction on PostgreSQL, then matches nothing).
         claimed = session.execute(
-            update(TaskRow)
-            .where(TaskRow.id == task_id, TaskRow.status == TaskStatus.PENDING.value)
-            .values(claimed_by=agent.id, lease_expires_at=utcnow() + lease)
+            _CLAIM,
+            {"claimed_task": task_id, "claiming_agent": agent.id, "lease_until": utcnow() + lease},
         )
         if claimed.rowcount != 1:  # type: ignore[attr-defined]
             continue
@@ -239,11 +257,7 @@ def _start_first_step(
     agent says so itself)."""
     spec = None
     if plan_needs_actions(change):
-        stored = session.scalar(
-            select(DriverRow.spec).where(
-                DriverRow.name == driver, DriverRow.version == change.target.driver_version
-            )
-        )
+        stored = session.scalar(_DRIVER_SPEC, {"driver": driver, "version": change.target.driver_version})
         if stored is None:
             return None, None
         spec = DriverSpec.model_validate(stored)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -116,12 +116,18 @@ def issue_token(
     task_id: int | None = None,
 ) -> IssuedToken:
     """Make a token of ``kind`` for ``user``, valid for ``lifetime``; only its hash is stored."""
+    return _issue(session, user.id, kind, lifetime, name, task_id)
+
+
+def _issue(
+    session: Session, user_id: int, kind: TokenKind, lifetime: timedelta, name: str, task_id: int | None
+) -> IssuedToken:
     if lifetime <= timedelta(0):
         raise InvalidInput("A token's lifetime must be positive.", field="expires_in")
     token = new_token()
     now = utcnow()
     row = TokenRow(
-        user_id=user.id,
+        user_id=user_id,
         kind=kind.value,
         name=name,
         token_hash=hash_token(token),
@@ -134,50 +140,65 @@ def issue_token(
     return IssuedToken(id=row.id, token=token, expires_at=row.expires_at)
 
 
+# Built once, with the token's hash bound at each call: every request with a token sends it.
+_TOKEN_AND_USER = (
+    select(
+        TokenRow.id,
+        TokenRow.kind,
+        TokenRow.revoked_at,
+        TokenRow.expires_at,
+        TokenRow.task_id,
+        UserRow.id.label("user_id"),
+        UserRow.username,
+        UserRow.role,
+        UserRow.is_active,
+        UserRow.is_builtin,
+    )
+    .join(UserRow, UserRow.id == TokenRow.user_id)
+    .where(TokenRow.token_hash == bindparam("token_hash"))
+)
+_ACTIONS_SCOPE = (
+    select(TaskRow.deployment_name, DeploymentRow.driver_name)
+    .outerjoin(DeploymentRow, DeploymentRow.id == TaskRow.deployment_id)
+    .where(TaskRow.id == bindparam("task"))
+)
+
+
 def authenticate(session: Session, token: str) -> Principal:
     """The principal of ``token``; raises NotAuthenticated saying why it is not accepted."""
-    found = session.execute(
-        select(TokenRow, UserRow)
-        .join(UserRow, UserRow.id == TokenRow.user_id)
-        .where(TokenRow.token_hash == hash_token(token))
-    ).one_or_none()
+    found = session.execute(_TOKEN_AND_USER, {"token_hash": hash_token(token)}).one_or_none()
     if found is None:
         raise NotAuthenticated("The token is not valid; log in again to get a new one.")
-    row, user = found
-    if row.revoked_at is not None:
+    if found.revoked_at is not None:
         raise NotAuthenticated("The token was revoked; log in again to get a new one.")
-    if as_utc(row.expires_at) <= utcnow():
+    if as_utc(found.expires_at) <= utcnow():
         raise NotAuthenticated("The token has expired; log in again to get a new one.")
-    if not user.is_active:
+    if not found.is_active:
         raise NotAuthenticated(
-            f'The user "{user.username}" is deactivated, so its tokens are refused; '
+            f'The user "{found.username}" is deactivated, so its tokens are refused; '
             "an administrator can activate it again."
         )
     return Principal(
-        user_id=user.id,
-        username=user.username,
-        role=Role(user.role),
-        is_builtin=user.is_builtin,
-        token_id=row.id,
-        token_kind=row.kind,
-        actions_task_id=row.task_id,
-        actions_scope=_actions_scope(session, row) if row.kind == TokenKind.ACTIONS else None,
+        user_id=found.user_id,
+        username=found.username,
+        role=Role(found.role),
+        is_builtin=found.is_builtin,
+        token_id=found.id,
+        token_kind=found.kind,
+        actions_task_id=found.task_id,
+        actions_scope=_actions_scope(session, found.task_id) if found.kind == TokenKind.ACTIONS else None,
     )
 
 
-def _actions_scope(session: Session, row: TokenRow) -> ActionsScope | None:
-    """The deployment and task an actions token belongs to; None for one minted without a task."""
-    if row.task_id is None:
+def _actions_scope(session: Session, task_id: int | None) -> ActionsScope | None:
+    """The deployment and task of an actions token minted for task ``task_id``; None without one."""
+    if task_id is None:
         return None
-    found = session.execute(
-        select(TaskRow.deployment_name, DeploymentRow.driver_name)
-        .outerjoin(DeploymentRow, DeploymentRow.id == TaskRow.deployment_id)
-        .where(TaskRow.id == row.task_id)
-    ).one_or_none()
+    found = session.execute(_ACTIONS_SCOPE, {"task": task_id}).one_or_none()
     if found is None:
         return None
     deployment, driver = found
-    return ActionsScope(deployment=deployment, task_id=row.task_id, driver=driver or "")
+    return ActionsScope(deployment=deployment, task_id=task_id, driver=driver or "")
 
 
 def authenticate_session(session: Session, token: str) -> Principal:
@@ -214,25 +235,36 @@ def list_tokens(session: Session, user_id: int) -> list[TokenRow]:
     return [row for row in rows if as_utc(row.expires_at) > now]
 
 
+_ACTIONS_USER = select(UserRow.id).where(UserRow.username == ACTIONS_USERNAME)
+
+
 def mint_actions_token(session: Session, lifetime: timedelta, task_id: int | None = None) -> IssuedToken:
     """A short-lived token of styrmin-actions for the reconciliation of ``task_id``.
 
     Internal: no endpoint makes one for a user; the agent gets it when it claims the task.
     """
-    user = session.scalars(select(UserRow).where(UserRow.username == ACTIONS_USERNAME)).one()
+    user_id = session.execute(_ACTIONS_USER).scalar_one()
     name = f"reconciliation of task {task_id}" if task_id else "reconciliation"
-    return issue_token(session, user, TokenKind.ACTIONS, lifetime, name=name, task_id=task_id)
+    return _issue(session, user_id, TokenKind.ACTIONS, lifetime, name=name, task_id=task_id)
+
+
+_REVOKE_ACTIONS_TOKEN = (
+    update(TokenRow)
+    .where(
+        TokenRow.id == bindparam("token"),
+        TokenRow.kind == TokenKind.ACTIONS.value,
+        TokenRow.revoked_at.is_(None),
+    )
+    .values(revoked_at=bindparam("now"))
+    # Built once (each task's end sends it), and with no loaded token to bring up to date: a task's
+    # end authenticates the agent, not the token.
+    .execution_options(synchronize_session=False)
+)
 
 
 def revoke_actions_token(session: Session, token_id: int) -> None:
     """Revoke a reconciliation's styrmin-actions token when the reconciliation ends, however it ends."""
-    session.execute(
-        update(TokenRow)
-        .where(
-            TokenRow.id == token_id, TokenRow.kind == TokenKind.ACTIONS.value, TokenRow.revoked_at.is_(None)
-        )
-        .values(revoked_at=utcnow())
-    )
+    session.execute(_REVOKE_ACTIONS_TOKEN, {"token": token_id, "now": utcnow()})
 
 
 class Token(ReadModel):

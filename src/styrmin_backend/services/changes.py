@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.deployments import (
@@ -71,9 +72,13 @@ class Recorded:
         )
 
 
+_DEPLOYMENT_BY_NAME = select(DeploymentRow).where(DeploymentRow.name == bindparam("name"))
+"""Built once: every change's request reads its deployment."""
+
+
 def get_deployment(session: Session, name: str) -> DeploymentRow:
     """The deployment called ``name``; raises NotFound."""
-    row = session.scalars(select(DeploymentRow).where(DeploymentRow.name == name)).one_or_none()
+    row = session.scalars(_DEPLOYMENT_BY_NAME, {"name": name}).one_or_none()
     if row is None or row.status == DeploymentStatus.DELETED:
         raise NotFound(f'There is no deployment "{name}".', field="name")
     return row
@@ -465,6 +470,15 @@ def _check_configuration(driver: DriverInfo, configuration: DeploymentConfigurat
             )
 
 
+_NEXT_REVISION = (
+    update(DeploymentRow)
+    .where(DeploymentRow.id == bindparam("deployment"))
+    .values(last_revision=next_revision(DeploymentRow.last_revision), updated_at=bindparam("now"))
+    .returning(DeploymentRow.last_revision)
+    .execution_options(synchronize_session=False)
+)
+
+
 def _record_change(
     session: Session,
     deployment: DeploymentRow,
@@ -473,14 +487,11 @@ def _record_change(
     origin: Origin | None,
 ) -> TaskRow:
     # One UPDATE ... RETURNING makes the revision atomic on both engines, with no read-modify-write race.
-    revision = session.execute(
-        update(DeploymentRow)
-        .where(DeploymentRow.id == deployment.id)
-        .values(last_revision=next_revision(DeploymentRow.last_revision), updated_at=utcnow())
-        .returning(DeploymentRow.last_revision)
-    ).scalar_one()
-    deployment.last_revision = revision
     now = utcnow()
+    revision = session.execute(_NEXT_REVISION, {"deployment": deployment.id, "now": now}).scalar_one()
+    # What the UPDATE wrote, as the loaded row's own: the row is up to date, with nothing to write again.
+    set_committed_value(deployment, "last_revision", revision)
+    set_committed_value(deployment, "updated_at", now)
     task_type = requested.type
     change = ChangeRow(
         deployment_id=deployment.id,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
@@ -33,6 +33,18 @@ class DeploymentVersions(Protocol):
     def stopped_components(self) -> Sequence[str]: ...
 
 
+# Built once, as the other statements of a task's claim and end are (see services.agents): each
+# task's end reads it, and building it cost as much as running it.
+# Only an upgrade's target is read from its change: the other changes' specs are not decrypted.
+_LATEST_CHANGES = (
+    select(TaskRow.id, TaskRow.deployment_id, TaskRow.type, TaskRow.status, ChangeRow.spec)
+    .select_from(LatestTaskRow)
+    .join(TaskRow, TaskRow.id == LatestTaskRow.task_id)
+    .outerjoin(ChangeRow, and_(ChangeRow.id == TaskRow.change_id, TaskRow.type == TaskType.UPGRADE.value))
+    .where(LatestTaskRow.deployment_id.in_(bindparam("deployment_ids", expanding=True)))
+)
+
+
 def latest_changes(
     session: Session, deployment_ids: Sequence[int]
 ) -> dict[int, dict[TaskType, LatestChange]]:
@@ -43,15 +55,8 @@ def latest_changes(
     """
     if not deployment_ids:
         return {}
-    # Only an upgrade's target is read from its change: the other changes' specs are not decrypted.
+    rows = session.execute(_LATEST_CHANGES, {"deployment_ids": list(deployment_ids)})
     upgrade = TaskType.UPGRADE.value
-    rows = session.execute(
-        select(TaskRow.id, TaskRow.deployment_id, TaskRow.type, TaskRow.status, ChangeRow.spec)
-        .select_from(LatestTaskRow)
-        .join(TaskRow, TaskRow.id == LatestTaskRow.task_id)
-        .outerjoin(ChangeRow, and_(ChangeRow.id == TaskRow.change_id, TaskRow.type == upgrade))
-        .where(LatestTaskRow.deployment_id.in_(deployment_ids))
-    )
     found: dict[int, dict[TaskType, LatestChange]] = {i: {} for i in deployment_ids}
     for task_id, deployment_id, type_, status, spec in rows:
         requested = requested_change(type_, spec) if type_ == upgrade and spec else None
@@ -103,6 +108,19 @@ def refresh_status(session: Session, row: DeploymentRow) -> Status:
     return status
 
 
+_LATER_ENDED_CHANGE = (
+    select(TaskRow.id)
+    .where(
+        TaskRow.deployment_id == bindparam("deployment_id"),
+        TaskRow.revision > bindparam("revision"),
+        TaskRow.status.in_([status.value for status in TaskStatus if status.ended]),
+        or_(TaskRow.parent_task_id.is_(None), TaskRow.parent_task_id != bindparam("task_id")),
+    )
+    .limit(1)
+)
+"""A change of the deployment after a given revision that has ended, not one the ending task started."""
+
+
 def record_task_end(session: Session, task: TaskRow) -> None:
     """After ``task`` ended: note what the cluster now runs, then store the deployment's status."""
     deployment = session.get(DeploymentRow, task.deployment_id) if task.deployment_id else None
@@ -110,14 +128,10 @@ def record_task_end(session: Session, task: TaskRow) -> None:
         return
     # What runs follows the latest change that ended: an earlier change ending late does not undo it.
     # Tasks this task's actions started end before it does and are part of it: its end decides.
-    later = session.scalars(
-        select(TaskRow.id).where(
-            TaskRow.deployment_id == deployment.id,
-            TaskRow.revision > task.revision,
-            TaskRow.status.in_([status.value for status in TaskStatus if status.ended]),
-            or_(TaskRow.parent_task_id.is_(None), TaskRow.parent_task_id != task.id),
-        )
-    ).first()
+    later = session.scalar(
+        _LATER_ENDED_CHANGE,
+        {"deployment_id": deployment.id, "revision": task.revision, "task_id": task.id},
+    )
     applied = stored_result(task.result).applied
     if task.status == TaskStatus.SUCCEEDED.value and applied is not None and later is None:
         deployment.running_app_version = applied.app_version

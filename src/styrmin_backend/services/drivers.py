@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
@@ -70,17 +70,6 @@ def stored_spec(row: StoredDriver) -> DriverSpec:
     return DriverSpec.model_validate(row.spec)
 
 
-def driver_info(row: DriverRow) -> DriverInfo:
-    """The facts of a stored driver row."""
-    spec = stored_spec(row)
-    return DriverInfo(
-        name=row.name,
-        version=row.version,
-        components=[c.name for c in spec.spec.components],
-        default_app_version=spec.spec.application.default_version,
-    )
-
-
 def get_driver_row(session: Session, name: str, version: str) -> DriverRow:
     """The stored driver ``name@version``; raises NotFound naming what is stored instead."""
     row = session.scalars(
@@ -104,12 +93,28 @@ def get_driver(session: Session, name: str, version: str) -> Driver:
     return Driver.model_validate(get_driver_row(session, name, version))
 
 
+_DRIVER_SPEC = select(DriverRow.spec).where(
+    DriverRow.name == bindparam("name"), DriverRow.version == bindparam("version")
+)
+"""A driver version's spec without its archive (a chart with its dependencies may be megabytes), for
+each change's request."""
+
+
 def get_driver_info(session: Session, name: str, version: str) -> DriverInfo:
     """The stored driver ``name@version`` for a change; raises InvalidInput when it is not stored."""
-    try:
-        return driver_info(get_driver_row(session, name, version))
-    except NotFound as error:
-        raise InvalidInput(error.message, field=error.field) from error
+    stored = session.scalar(_DRIVER_SPEC, {"name": name, "version": version})
+    if stored is None:
+        try:  # raises, naming the versions stored (or finds one pushed since)
+            stored = get_driver_row(session, name, version).spec
+        except NotFound as error:
+            raise InvalidInput(error.message, field=error.field) from error
+    spec = DriverSpec.model_validate(stored)
+    return DriverInfo(
+        name=name,
+        version=version,
+        components=[c.name for c in spec.spec.components],
+        default_app_version=spec.spec.application.default_version,
+    )
 
 
 def list_drivers(session: Session) -> list[Driver]:

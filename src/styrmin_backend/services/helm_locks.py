@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import bindparam, delete, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -136,13 +136,21 @@ def release_helm_lock(
     )
 
 
+_RELEASE_TASK_LOCKS = (
+    delete(HelmLockRow)
+    .where(
+        HelmLockRow.holder_task_id == bindparam("holder_task"),
+        HelmLockRow.holder_agent_id == bindparam("holder_agent"),
+    )
+    # Built once (each task's end sends it), and with no loaded lock to bring up to date: the locks'
+    # routes read them with statements of their own.
+    .execution_options(synchronize_session=False)
+)
+
+
 def release_task_helm_locks(session: Session, agent: AgentIdentity, task_id: int) -> None:
     """Let go of every Helm lock task ``task_id`` holds, at its end: its Helm operations have ended."""
-    session.execute(
-        delete(HelmLockRow).where(
-            HelmLockRow.holder_task_id == task_id, HelmLockRow.holder_agent_id == agent.id
-        )
-    )
+    session.execute(_RELEASE_TASK_LOCKS, {"holder_task": task_id, "holder_agent": agent.id})
 
 
 def helm_holder(session: Session, cluster: str, namespace: str, release: str) -> int | None:

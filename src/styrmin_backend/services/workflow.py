@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
@@ -84,8 +84,13 @@ def _task(row: TaskRow, steps: list[StepRow]) -> Task:
     )
 
 
+# Built once: each task's start and end read them (see services.agents).
+_STEPS = select(StepRow).where(StepRow.task_id == bindparam("task")).order_by(StepRow.position)
+_CHILDREN = select(TaskRow).where(TaskRow.parent_task_id == bindparam("task")).order_by(TaskRow.id)
+
+
 def _steps_of(session: Session, task_id: int) -> list[StepRow]:
-    return list(session.scalars(select(StepRow).where(StepRow.task_id == task_id).order_by(StepRow.position)))
+    return list(session.scalars(_STEPS, {"task": task_id}))
 
 
 def start_task(session: Session, task_id: int) -> TaskRow:
@@ -213,9 +218,7 @@ def _child_results(session: Session, task_id: int, steps: list[StepRow]) -> list
             step_name=names.get(child.parent_step_id or 0, ""),
             result=child.result,
         )
-        for child in session.scalars(
-            select(TaskRow).where(TaskRow.parent_task_id == task_id).order_by(TaskRow.id)
-        )
+        for child in session.scalars(_CHILDREN, {"task": task_id})
     ]
 
 
