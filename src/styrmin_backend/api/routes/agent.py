@@ -7,8 +7,9 @@ output on the steps of their own task, with the styrmin-actions token of that re
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -17,7 +18,6 @@ from sqlalchemy.orm import Session
 
 from styrmin_backend.api.deps import (
     AppSettings,
-    Db,
     api_router,
     authenticate_request,
     bearer_token,
@@ -39,11 +39,13 @@ from styrmin_backend.api.schemas import (
     TaskEndRequest,
     TaskSummary,
 )
+from styrmin_backend.browser_session import SESSION_COOKIE
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
 from styrmin_backend.metrics import observe_claim, observe_step
 from styrmin_backend.protocol import ClaimedStep, HelmLockAnswer, HelmLockRequest
 from styrmin_backend.services import agents, backup_locations, cancel, drivers, helm_locks, workflow
 from styrmin_backend.services.agents import AgentIdentity
+from styrmin_backend.services.task_models import Step
 
 router = api_router(prefix="/agent", tags=["agent"])
 IdParam = Annotated[int, Path(ge=1, le=MAX_ID)]
@@ -51,20 +53,41 @@ IdParam = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 def _agent_by_key(db: Session, key: str | None) -> AgentIdentity:
     """The agent whose key ``key`` is (an ``Authorization: Bearer`` token)."""
+    return agents.authenticate_agent(db, _agent_key(key))
+
+
+def _agent_key(key: str | None) -> str:
     if key is None or not key.startswith(agents.AGENT_KEY_PREFIX):
         raise NotAuthenticated("Send the agent key as 'Authorization: Bearer sta_...'.")
-    return agents.authenticate_agent(db, key)
+    return key
 
 
-def current_agent(request: Request, db: Db) -> AgentIdentity:
-    """The agent calling, by its key."""
-    return _agent_by_key(db, bearer_token(request))
+async def agent_key(request: Request) -> str:
+    """The agent key the request carries, refused (401) before its body is read when there is none;
+    :func:`_as_agent` checks it against the database."""
+    return _agent_key(bearer_token(request))
 
 
-Agent = Annotated[AgentIdentity, Depends(current_agent, scope="function")]
+AgentKey = Annotated[str, Depends(agent_key)]
+_Answer = TypeVar("_Answer")
 
 
-def _writable_step(request: Request, db: Db, step_id: int) -> int:
+async def _as_agent(key: str, request: Request, work: Callable[[Session, AgentIdentity], _Answer]) -> _Answer:
+    """Authenticate the agent of ``key`` and do ``work`` for it in one transaction, in one worker thread.
+
+    An agent sends a few of these calls for every task. With the session and the agent as
+    dependencies, the session's start, the authentication, the route and the commit each took a hop
+    to a worker thread and back, which cost the server as much as a statement each.
+    """
+
+    def run() -> _Answer:
+        with short_transaction(request) as db:
+            return work(db, agents.authenticate_agent(db, key))
+
+    return await run_in_threadpool(run)
+
+
+def _writable_step(request: Request, db: Session, step_id: int) -> int:
     """``step_id`` if the caller may write it: the agent holding its task, or that reconciliation's actions."""
     key = bearer_token(request)
     agent = None
@@ -147,62 +170,92 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
 
 
 @router.post("/tasks/{task_id}/lease", response_model=TaskSummary)
-def renew_lease(task_id: IdParam, body: ClaimRequest, db: Db, agent: Agent) -> TaskSummary:
+async def renew_lease(task_id: IdParam, body: ClaimRequest, key: AgentKey, request: Request) -> TaskSummary:
     """Renew the lease of a task the agent is running."""
-    return TaskSummary.model_validate(agents.renew_lease(db, agent, task_id, body.lease))
+
+    def work(db: Session, agent: AgentIdentity) -> TaskSummary:
+        return TaskSummary.model_validate(agents.renew_lease(db, agent, task_id, body.lease))
+
+    return await _as_agent(key, request, work)
 
 
 @router.post("/tasks/{task_id}/steps", response_model=StepRef, status_code=201)
-def add_step(task_id: IdParam, body: StepCreateRequest, db: Db, agent: Agent) -> StepRef:
+async def add_step(task_id: IdParam, body: StepCreateRequest, key: AgentKey, request: Request) -> StepRef:
     """Start the next step of a task the agent is running (sent again, it answers the same step)."""
-    return StepRef.model_validate(agents.add_held_task_step(db, agent, task_id, body.name))
+
+    def work(db: Session, agent: AgentIdentity) -> StepRef:
+        return StepRef.model_validate(agents.add_held_task_step(db, agent, task_id, body.name))
+
+    return await _as_agent(key, request, work)
 
 
 @router.post("/tasks/{task_id}/end", response_model=TaskSummary)
-def end_task(task_id: IdParam, body: TaskEndRequest, db: Db, agent: Agent) -> TaskSummary:
+async def end_task(task_id: IdParam, body: TaskEndRequest, key: AgentKey, request: Request) -> TaskSummary:
     """End a task: failed with an error, or succeeded. Its actions token is revoked.
 
     With ``components``, the deployment's component workloads are recorded too, with
     ``last_step_id`` the task's last step ends succeeded first, and with ``release_helm_locks`` the
     task's Helm locks are let go of: one call instead of four.
     """
-    ended = agents.end_claimed_task(
-        db,
-        agent,
-        task_id,
-        error=body.error,
-        result=(body.result.as_json() if body.result else None) or None,
-        components=body.components,
-        last_step_id=body.last_step_id,
-    )
-    if body.release_helm_locks:  # in the same transaction: a refused end lets go of nothing
-        helm_locks.release_task_helm_locks(db, agent, task_id)
-    return TaskSummary.model_validate(ended)
+
+    def work(db: Session, agent: AgentIdentity) -> TaskSummary:
+        ended = agents.end_claimed_task(
+            db,
+            agent,
+            task_id,
+            error=body.error,
+            result=(body.result.as_json() if body.result else None) or None,
+            components=body.components,
+            last_step_id=body.last_step_id,
+        )
+        if body.release_helm_locks:  # in the same transaction: a refused end lets go of nothing
+            helm_locks.release_task_helm_locks(db, agent, task_id)
+        return TaskSummary.model_validate(ended)
+
+    return await _as_agent(key, request, work)
 
 
 @router.post("/tasks/{task_id}/helm-lock", response_model=HelmLockAnswer)
-def acquire_helm_lock(task_id: IdParam, body: HelmLockRequest, db: Db, agent: Agent) -> HelmLockAnswer:
+async def acquire_helm_lock(
+    task_id: IdParam, body: HelmLockRequest, key: AgentKey, request: Request
+) -> HelmLockAnswer:
     """Take the lock of a release's Helm operation for a task the agent runs, if no other task holds it.
 
     ``acquired`` false names the task that holds it; the agent asks again until it gets it (410 when
     the task was cancelled meanwhile).
     """
     lease = timedelta(seconds=body.lease_seconds)
-    return helm_locks.acquire_helm_lock(db, agent, task_id, body.namespace, body.release, lease)
+
+    def work(db: Session, agent: AgentIdentity) -> HelmLockAnswer:
+        return helm_locks.acquire_helm_lock(db, agent, task_id, body.namespace, body.release, lease)
+
+    return await _as_agent(key, request, work)
 
 
 @router.post("/tasks/{task_id}/helm-lock/renew", status_code=204)
-def renew_helm_lock(task_id: IdParam, body: HelmLockRequest, db: Db, agent: Agent) -> Response:
+async def renew_helm_lock(
+    task_id: IdParam, body: HelmLockRequest, key: AgentKey, request: Request
+) -> Response:
     """Extend the lease of a Helm lock the task holds while its Helm operation runs (409 when lost)."""
     lease = timedelta(seconds=body.lease_seconds)
-    helm_locks.renew_helm_lock(db, agent, task_id, body.namespace, body.release, lease)
+
+    def work(db: Session, agent: AgentIdentity) -> None:
+        helm_locks.renew_helm_lock(db, agent, task_id, body.namespace, body.release, lease)
+
+    await _as_agent(key, request, work)
     return Response(status_code=204)
 
 
 @router.post("/tasks/{task_id}/helm-lock/release", status_code=204)
-def release_helm_lock(task_id: IdParam, body: HelmLockRequest, db: Db, agent: Agent) -> Response:
+async def release_helm_lock(
+    task_id: IdParam, body: HelmLockRequest, key: AgentKey, request: Request
+) -> Response:
     """Let go of a Helm lock once the task's Helm operation ended (nothing when it holds none)."""
-    helm_locks.release_helm_lock(db, agent, task_id, body.namespace, body.release)
+
+    def work(db: Session, agent: AgentIdentity) -> None:
+        helm_locks.release_helm_lock(db, agent, task_id, body.namespace, body.release)
+
+    await _as_agent(key, request, work)
     return Response(status_code=204)
 
 
@@ -211,51 +264,97 @@ class CancelledInPrefectRequest(Strict):
 
 
 @router.post("/tasks/{task_id}/cancelled-in-prefect", response_model=TaskSummary)
-def cancelled_in_prefect(
-    task_id: IdParam, body: CancelledInPrefectRequest, db: Db, agent: Agent
+async def cancelled_in_prefect(
+    task_id: IdParam, body: CancelledInPrefectRequest, key: AgentKey, request: Request
 ) -> TaskSummary:
     """Cancel a task the agent runs because a flow run of its actions was cancelled in the Prefect UI."""
-    agents.held_task(db, agent, task_id)
-    return TaskSummary.model_validate(
-        cancel.cancel_task(db, task_id, by=cancel.prefect_canceller(body.flow_run_id))
-    )
+
+    def work(db: Session, agent: AgentIdentity) -> TaskSummary:
+        agents.held_task(db, agent, task_id)
+        return TaskSummary.model_validate(
+            cancel.cancel_task(db, task_id, by=cancel.prefect_canceller(body.flow_run_id))
+        )
+
+    return await _as_agent(key, request, work)
 
 
 @router.post("/tasks/{task_id}/stopped", status_code=204)
-def work_stopped(task_id: IdParam, db: Db, agent: Agent) -> Response:
+async def work_stopped(task_id: IdParam, key: AgentKey, request: Request) -> Response:
     """Say that the agent stopped the work of a cancelled task (its running action ended)."""
-    cancel.record_work_stopped(db, task_id, agent.id)
+
+    def work(db: Session, agent: AgentIdentity) -> None:
+        cancel.record_work_stopped(db, task_id, agent.id)
+
+    await _as_agent(key, request, work)
     return Response(status_code=204)
 
 
+async def step_writer(request: Request) -> None:
+    """Refuse (401) a write to a step that carries no credentials, before its body is read;
+    :func:`_writable_step` checks them."""
+    if bearer_token(request) is None and not request.cookies.get(SESSION_COOKIE):
+        raise NotAuthenticated("Send the agent key, or the actions token, as 'Authorization: Bearer ...'.")
+
+
+async def _on_writable_step(
+    request: Request, step_id: int, work: Callable[[Session, int], StepRef]
+) -> StepRef:
+    """Do ``work`` on step ``step_id`` if the caller may write it, in one transaction and one worker
+    thread (see :func:`_as_agent`)."""
+
+    def run() -> StepRef:
+        with short_transaction(request) as db:
+            return work(db, _writable_step(request, db, step_id))
+
+    return await run_in_threadpool(run)
+
+
 @router.post("/steps/{step_id}/notes", response_model=StepRef)
-def add_note(step_id: IdParam, body: StepNoteRequest, request: Request, db: Db) -> StepRef:
+async def add_note(
+    step_id: IdParam, body: StepNoteRequest, request: Request, _: Annotated[None, Depends(step_writer)]
+) -> StepRef:
     """Add a note to a step (for example the line naming a deleted Job)."""
-    step = agents.add_note_once(db, _writable_step(request, db, step_id), body.note)
-    return StepRef.model_validate(step)
+
+    def work(db: Session, writable: int) -> StepRef:
+        return StepRef.model_validate(agents.add_note_once(db, writable, body.note))
+
+    return await _on_writable_step(request, step_id, work)
 
 
 @router.put("/steps/{step_id}/output", response_model=StepRef)
-def set_output(step_id: IdParam, body: StepOutputRequest, request: Request, db: Db) -> StepRef:
+async def set_output(
+    step_id: IdParam, body: StepOutputRequest, request: Request, _: Annotated[None, Depends(step_writer)]
+) -> StepRef:
     """Store the kept end of a failed command's output on a step."""
-    step = workflow.set_step_output(
-        db, _writable_step(request, db, step_id), body.output_tail, body.output_truncated
-    )
-    return StepRef.model_validate(step)
+
+    def work(db: Session, writable: int) -> StepRef:
+        step = workflow.set_step_output(db, writable, body.output_tail, body.output_truncated)
+        return StepRef.model_validate(step)
+
+    return await _on_writable_step(request, step_id, work)
 
 
 @router.put("/steps/{step_id}/flow-run", response_model=StepRef)
-def set_flow_run(step_id: IdParam, body: StepFlowRunRequest, db: Db, agent: Agent) -> StepRef:
+async def set_flow_run(
+    step_id: IdParam, body: StepFlowRunRequest, key: AgentKey, request: Request
+) -> StepRef:
     """Record the Prefect flow run that runs the step's action."""
-    agents.held_task(db, agent, workflow.task_of_step(db, step_id))
-    step = workflow.set_step_flow_run(db, step_id, body.flow_run_id)
-    return StepRef.model_validate(step)
+
+    def work(db: Session, agent: AgentIdentity) -> StepRef:
+        agents.held_task(db, agent, workflow.task_of_step(db, step_id))
+        return StepRef.model_validate(workflow.set_step_flow_run(db, step_id, body.flow_run_id))
+
+    return await _as_agent(key, request, work)
 
 
 @router.post("/steps/{step_id}/end", response_model=StepRef)
-def end_step(step_id: IdParam, body: StepEndRequest, db: Db, agent: Agent) -> StepRef:
+async def end_step(step_id: IdParam, body: StepEndRequest, key: AgentKey, request: Request) -> StepRef:
     """End a step: failed with an error, or succeeded (sent again, it answers the step as it ended)."""
-    step = agents.end_held_step(db, agent, step_id, body.error)
+
+    def work(db: Session, agent: AgentIdentity) -> Step:
+        return agents.end_held_step(db, agent, step_id, body.error)
+
+    step = await _as_agent(key, request, work)
     observe_step(step.status, step.started_at, step.ended_at)
     return StepRef.model_validate(step)
 
@@ -265,23 +364,31 @@ def end_step(step_id: IdParam, body: StepEndRequest, db: Db, agent: Agent) -> St
     response_class=Response,
     responses={200: {"content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}}}},
 )
-def download_driver(
+async def download_driver(
     name: Annotated[str, Path(max_length=64)],
     version: Annotated[str, Path(max_length=64)],
-    db: Db,
-    agent: Agent,
+    key: AgentKey,
+    request: Request,
 ) -> Response:
     """A driver version's .tar.gz for the agent (its checksum is in the ETag)."""
-    row = drivers.get_driver(db, name, version)
-    return Response(row.archive, media_type="application/gzip", headers={"ETag": f'"{row.checksum}"'})
+
+    def work(db: Session, _agent: AgentIdentity) -> Response:
+        row = drivers.get_driver(db, name, version)
+        return Response(row.archive, media_type="application/gzip", headers={"ETag": f'"{row.checksum}"'})
+
+    return await _as_agent(key, request, work)
 
 
 @router.put("/deployments/{name}/components", response_model=DeploymentOut)
-def report_components(
-    name: Annotated[str, Path(max_length=53)], body: ComponentsStatusRequest, db: Db, agent: Agent
+async def report_components(
+    name: Annotated[str, Path(max_length=53)], body: ComponentsStatusRequest, key: AgentKey, request: Request
 ) -> DeploymentOut:
     """Record the component workloads of a deployment of the agent's cluster, as the agent sees them."""
-    return DeploymentOut.of(agents.report_components(db, agent, name, body.components))
+
+    def work(db: Session, agent: AgentIdentity) -> DeploymentOut:
+        return DeploymentOut.of(agents.report_components(db, agent, name, body.components))
+
+    return await _as_agent(key, request, work)
 
 
 class LocationCheckOut(BaseModel):
@@ -346,7 +453,13 @@ async def next_location_check(
 
 
 @router.post("/backup-location-checks/{location_id}", status_code=204)
-def record_location_check(location_id: IdParam, body: LocationCheckRequest, db: Db, agent: Agent) -> Response:
+async def record_location_check(
+    location_id: IdParam, body: LocationCheckRequest, key: AgentKey, request: Request
+) -> Response:
     """Record how the agent's check of a backup location went."""
-    backup_locations.record_location_check(db, agent.cluster, location_id, body.error)
+
+    def work(db: Session, agent: AgentIdentity) -> None:
+        backup_locations.record_location_check(db, agent.cluster, location_id, body.error)
+
+    await _as_agent(key, request, work)
     return Response(status_code=204)
