@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import NotAllowed, NotFound
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.domain.waiting import CONNECTED_WITHIN, why_task_waits
+from styrmin_backend.services import workflow
 from styrmin_backend.services.change_models import requested_of
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.services.task_models import Step, Task
@@ -164,26 +165,29 @@ def with_waiting(session: Session, items: list[Task]) -> list[Task]:
     ]
 
 
+# Built once: an action's wait for each task it starts reads them (see services.agents).
+_STARTED_BY = (
+    select(TaskRow.type, StepRow.name)
+    .join(StepRow, StepRow.task_id == TaskRow.id)
+    .where(TaskRow.id == bindparam("task"), StepRow.id == bindparam("step"))
+)
+_TASK_STATUS = select(TaskRow.status).where(TaskRow.id == bindparam("task"))
+
+
 def get_task_detail(session: Session, task_id: int) -> TaskDetail:
     """Task ``task_id`` with everything the task view shows; raises NotFound."""
     task = session.get(TaskRow, task_id)
     if task is None:
         raise NotFound(f"There is no task {task_id}.", field="task_id")
-    steps = list(
-        session.scalars(select(StepRow).where(StepRow.task_id == task_id).order_by(StepRow.position))
-    )
+    steps = workflow.steps_of(session, task_id)
     started: dict[int, list[Task]] = {}
-    for child in session.scalars(
-        select(TaskRow).where(TaskRow.parent_task_id == task_id).order_by(TaskRow.id)
-    ):
+    for child in workflow.started_tasks(session, task_id):
         if child.parent_step_id is not None:
             started.setdefault(child.parent_step_id, []).append(Task.model_validate(child))
     started_by = None
     if task.parent_task_id is not None and task.parent_step_id is not None:
         found = session.execute(
-            select(TaskRow.type, StepRow.name)
-            .join(StepRow, StepRow.task_id == TaskRow.id)
-            .where(TaskRow.id == task.parent_task_id, StepRow.id == task.parent_step_id)
+            _STARTED_BY, {"task": task.parent_task_id, "step": task.parent_step_id}
         ).one_or_none()
         if found is not None:
             started_by = StartedBy(task.parent_task_id, found.type, task.parent_step_id, found.name)
@@ -197,7 +201,7 @@ def get_task_detail(session: Session, task_id: int) -> TaskDetail:
 
 def task_is_waiting(session: Session, task_id: int) -> bool:
     """Whether task ``task_id`` exists and has not ended yet (one row read, for long polls)."""
-    status = session.scalar(select(TaskRow.status).where(TaskRow.id == task_id))
+    status = session.scalar(_TASK_STATUS, {"task": task_id})
     return status is not None and not TaskStatus(status).ended
 
 

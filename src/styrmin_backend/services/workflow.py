@@ -89,8 +89,14 @@ _STEPS = select(StepRow).where(StepRow.task_id == bindparam("task")).order_by(St
 _CHILDREN = select(TaskRow).where(TaskRow.parent_task_id == bindparam("task")).order_by(TaskRow.id)
 
 
-def _steps_of(session: Session, task_id: int) -> list[StepRow]:
+def steps_of(session: Session, task_id: int) -> list[StepRow]:
+    """The steps of task ``task_id``, in order."""
     return list(session.scalars(_STEPS, {"task": task_id}))
+
+
+def started_tasks(session: Session, task_id: int) -> list[TaskRow]:
+    """The tasks that the actions of task ``task_id`` started, oldest first."""
+    return list(session.scalars(_CHILDREN, {"task": task_id}))
 
 
 def start_task(session: Session, task_id: int) -> TaskRow:
@@ -109,7 +115,7 @@ def add_step(
     the one after the task's last step, when the caller read that step already."""
     _task_row(session, task_id)
     if position is None:
-        position = len(_steps_of(session, task_id))
+        position = len(steps_of(session, task_id))
     step = Step(name=name)
     if started:
         step.start(utcnow())
@@ -169,7 +175,7 @@ def end_task(
     With ``unended``, each step that has not ended ends first, failed with that error.
     """
     row = _task_row(session, task_id)
-    steps = _steps_of(session, task_id)
+    steps = steps_of(session, task_id)
     if unended is not None:
         for step in steps:
             if step.status in (StepStatus.RUNNING.value, StepStatus.PENDING.value):
@@ -194,7 +200,7 @@ def cancel_task(session: Session, task_id: int, *, error: str, by: str) -> TaskR
     """End a task not yet ended as cancelled by ``by``, with its steps not yet ended; raises
     InvalidTransition when it has ended. Its result lists the tasks it started, as at any end."""
     row = _task_row(session, task_id)
-    steps = _steps_of(session, task_id)
+    steps = steps_of(session, task_id)
     task = _task(row, steps)
     now = utcnow()
     task.cancel(now)
@@ -218,7 +224,7 @@ def _child_results(session: Session, task_id: int, steps: list[StepRow]) -> list
             step_name=names.get(child.parent_step_id or 0, ""),
             result=child.result,
         )
-        for child in session.scalars(_CHILDREN, {"task": task_id})
+        for child in started_tasks(session, task_id)
     ]
 
 
