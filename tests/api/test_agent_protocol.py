@@ -189,6 +189,21 @@ def test_a_revoked_agent_key_is_refused(stack: Stack) -> None:
     assert stack.client.post("/api/v1/agent/claim", json={}, headers=agent).status_code == 401
 
 
+def test_an_agent_call_without_an_agent_key_is_refused_before_its_body_is_read(stack: Stack) -> None:
+    # A body the route would refuse on its own (last_step_id with an error), sent without credentials
+    # and with a user's token: refused as unauthenticated, not as a bad body.
+    bad_body = {"error": "it broke", "last_step_id": 1}
+    for headers in ({}, stack.headers(stack.token_for("admin"))):
+        response = stack.client.post("/api/v1/agent/tasks/1/end", json=bad_body, headers=headers)
+        assert response.status_code == 401, response.text
+    note = stack.client.post("/api/v1/agent/steps/1/notes", json={"note": ""})
+    assert note.status_code == 401, note.text
+    # A key that no agent has is checked with the work, in the same transaction.
+    unknown = {"Authorization": "Bearer sta_not-a-key"}
+    response = stack.client.post("/api/v1/agent/tasks/1/end", json={"error": "it broke"}, headers=unknown)
+    assert response.status_code == 401, response.text
+
+
 def test_only_admins_register_agents(stack: Stack) -> None:
     writer = stack.headers(stack.make_user("writer", Role.READ_WRITE))
     response = stack.client.post("/api/v1/agents", json={"name": "x"}, headers=writer)

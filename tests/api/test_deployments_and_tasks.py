@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.domain.roles import Role
@@ -66,6 +66,32 @@ def test_each_change_gets_the_next_revision(stack: Stack) -> None:
         "configure",
         "delete",
     ]
+
+
+def test_a_change_request_reads_its_driver_versions_spec_not_its_archive(stack: Stack) -> None:
+    # An archive can be megabytes (a chart with its dependencies): a stop or an upgrade needs only the
+    # components and the default version from the spec.
+    writer = _writer(stack)
+    assert stack.client.post("/api/v1/deployments", json=CREATE, headers=writer).status_code == 202
+    sent: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        sent.append(statement)
+
+    event.listen(stack.engine, "before_cursor_execute", note)
+    try:
+        stop = stack.client.post(
+            "/api/v1/deployments/shop/stop", json={"components": ["task-worker"]}, headers=writer
+        )
+        upgrade = stack.client.post(
+            "/api/v1/deployments/shop/upgrade", json={"app_version": "2.0"}, headers=writer
+        )
+    finally:
+        event.remove(stack.engine, "before_cursor_execute", note)
+    assert stop.status_code == 202, stop.text
+    assert upgrade.status_code == 202, upgrade.text
+    assert any("drivers.spec" in statement for statement in sent)
+    assert not [statement for statement in sent if "archive" in statement]
 
 
 def test_upgrade_to_current_version_starts_no_task(stack: Stack) -> None:
