@@ -23,7 +23,7 @@ from styrmin_backend.protocol import (
     plan_change,
     plan_needs_actions,
 )
-from styrmin_backend.services import auth, backups, deployment_status, workflow
+from styrmin_backend.services import auth, backups, deployment_status, drivers, workflow
 from styrmin_backend.services.change_models import requested_change, requested_of
 from styrmin_backend.services.changes import claimed_change
 from styrmin_backend.services.deployment_models import Deployment
@@ -31,7 +31,7 @@ from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.store.db import outages_of, read_for_update
-from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, DriverRow, StepRow, TaskRow
+from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
 
 AGENT_KEY_PREFIX = "sta_"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,62}[a-z0-9])?$")
@@ -62,9 +62,6 @@ _CLAIM = (
     .values(claimed_by=bindparam("claiming_agent"), lease_expires_at=bindparam("lease_until"))
     # No loaded task to bring up to date: the claim read only ids.
     .execution_options(synchronize_session=False)
-)
-_DRIVER_SPEC = select(DriverRow.spec).where(
-    DriverRow.name == bindparam("driver"), DriverRow.version == bindparam("version")
 )
 
 
@@ -257,7 +254,7 @@ def _start_first_step(
     agent says so itself)."""
     spec = None
     if plan_needs_actions(change):
-        stored = session.scalar(_DRIVER_SPEC, {"driver": driver, "version": change.target.driver_version})
+        stored = drivers.spec_of(session, driver, change.target.driver_version)
         if stored is None:
             return None, None
         spec = DriverSpec.model_validate(stored)

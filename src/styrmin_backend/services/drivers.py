@@ -96,13 +96,19 @@ def get_driver(session: Session, name: str, version: str) -> Driver:
 _DRIVER_SPEC = select(DriverRow.spec).where(
     DriverRow.name == bindparam("name"), DriverRow.version == bindparam("version")
 )
-"""A driver version's spec without its archive (a chart with its dependencies may be megabytes), for
-each change's request."""
+"""A driver version's spec without its archive (a chart with its dependencies may be megabytes): each
+change's request and each claim read it."""
+
+
+def spec_of(session: Session, name: str, version: str) -> dict[str, Any] | None:
+    """The stored spec of driver ``name@version`` (not validated again), or None when it is not stored."""
+    spec: dict[str, Any] | None = session.scalar(_DRIVER_SPEC, {"name": name, "version": version})
+    return spec
 
 
 def get_driver_info(session: Session, name: str, version: str) -> DriverInfo:
     """The stored driver ``name@version`` for a change; raises InvalidInput when it is not stored."""
-    stored = session.scalar(_DRIVER_SPEC, {"name": name, "version": version})
+    stored = spec_of(session, name, version)
     if stored is None:
         try:  # raises, naming the versions stored (or finds one pushed since)
             stored = get_driver_row(session, name, version).spec
