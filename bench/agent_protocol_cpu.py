@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
-from _figures import cpu_seconds, python_loop_ms, styrmin_server
+from _figures import command_line, cpu_seconds, process_tree, python_loop_ms, styrmin_server
 
 import styrmin
 from styrmin_backend.domain.plan import PLAN_VERSION
@@ -52,16 +52,12 @@ CLAIM = {"lease_seconds": 60, "plan_version": PLAN_VERSION, "helm_lock_lease_sec
 
 
 def _server_pid(url: str) -> int:
+    """The `styrmin server` process below this one that serves ``url``."""
     port = url.rsplit(":", 1)[1]
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                    words = cmdline.read().split(b"\0")
-            except OSError:
-                continue
-            if b"server" in words and port.encode() in words:
-                return int(entry)
+    for pid in process_tree(os.getpid()):
+        words = command_line(pid).split()
+        if "server" in words and port in words:
+            return pid
     raise SystemExit(f"no styrmin server process serves {url}")
 
 
