@@ -106,6 +106,11 @@ async def meets_the_others(context: GlobalContext, meeting: str, count: int) -> 
         await asyncio.sleep(0.05)
 
 
+@flow
+async def returns_a_value(context: GlobalContext) -> str:
+    return "done in " + context.deployment_name
+
+
 @flow(retries=1, retry_delay_seconds=0)
 async def retried(context: GlobalContext, marker: str) -> None:
     """Fails its first run and succeeds its retry, logging the run count and start each run sees."""

@@ -119,6 +119,31 @@ async def test_a_retried_action_sees_each_runs_count_and_the_servers_start_time(
     assert runs == [f"run 1 {started}", f"run 2 {started}"]
 
 
+async def test_actions_keep_their_results_in_the_prefect_servers_default_storage(
+    prefect_api_url: str, driver_dir: Path, prefect_client: Any, tmp_path: Path
+) -> None:
+    """The agent reads the Prefect server's default result storage for its actions (at most once a
+    minute) and each action's flow run keeps its result there, as Prefect's own engine would."""
+    from prefect.filesystems import LocalFileSystem
+
+    results = tmp_path / "results"
+    block_id = await LocalFileSystem(basepath=str(results)).asave(
+        f"styrmin-test-{uuid.uuid4().hex[:8]}", client=prefect_client
+    )
+    await prefect_client.update_server_default_result_storage(block_id)
+    try:
+        async with ActionRunner(prefect_api_url, pool_size=1) as fresh:
+            kept = []
+            for _ in range(3):  # the first asks for itself; the agent passes its read to the others
+                outcome = await _run(fresh, driver_dir, "returns_a_value")
+                assert outcome.succeeded, outcome.error
+                kept.append(len(list(results.iterdir())) if results.is_dir() else 0)
+    finally:
+        await prefect_client.clear_server_default_result_storage()
+
+    assert kept == [1, 2, 3]
+
+
 async def test_an_action_whose_flow_was_deleted_in_prefect_runs_under_its_flow_made_again(
     runner: ActionRunner, driver_dir: Path, prefect_client: Any
 ) -> None:

@@ -12,7 +12,9 @@ import asyncio
 import inspect
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Final
+from uuid import UUID
 
 PATCHES: Final = (
     "flow_run_in_work_pool",
@@ -210,12 +212,13 @@ _RESULT_STORAGE_READERS: Final = (
 
 
 class _DefaultResultStorage:
-    """The Prefect server's default result storage, read once per flow run instead of twice.
+    """The Prefect server's default result storage, read at most once per flow run instead of twice.
 
     Prefect's engine asks the server for it while starting a flow run, once to decide whether
     results persist (async) and once for the result store (sync): two calls in a row, with the same
     answer. A process runs one flow run, so the first answer holds for the rest of it. The read
-    starts as the job arrives, beside the flow run's first calls to the server.
+    starts as the job arrives, beside the flow run's first calls to the server; or the job brings
+    the answer the agent read less than a minute before (``known``), and the process asks nothing.
     """
 
     def __init__(self, read_async: Any, read_sync: Any) -> None:
@@ -227,6 +230,9 @@ class _DefaultResultStorage:
     def start_reading(self) -> None:
         if self._reading is None and not self._answer:
             self._reading = asyncio.ensure_future(self._read_async())
+
+    def known(self, block_id: UUID | None) -> None:
+        self._answer[:] = [block_id]
 
     async def first_answer_async(self) -> Any:
         if not self._answer:
@@ -261,10 +267,22 @@ def read_default_result_storage_once() -> None:
     setattr(prefect.results, _RESULT_STORAGE_READERS[1], storage.first_answer_sync)
 
 
-def start_reading_the_default_result_storage() -> None:
-    """Start the one read (in a forked process: a fresh read of its own)."""
+def start_reading_the_default_result_storage(known: KnownResultStorage | None = None) -> None:
+    """Take ``known``, the answer the agent read lately; without one, start the one read (in a forked
+    process: a fresh read of its own)."""
     for storage in _default_result_storage:
-        storage.start_reading()
+        if known is not None:
+            storage.known(UUID(known.block_id) if known.block_id else None)
+        else:
+            storage.start_reading()
+
+
+@dataclass(frozen=True)
+class KnownResultStorage:
+    """The Prefect server's default result storage as the agent read it: the id of its block, or
+    ``None`` for none (actions then keep results in Prefect's local storage path)."""
+
+    block_id: str | None
 
 
 # --- memoize_parameter_schemas -------------------------------------------------------------------

@@ -59,6 +59,8 @@ _AGENT_ONLY_ENV_PREFIXES = ("STYRMIN_", "PREFECT__")
 every action's environment; an action gets the STYRMIN_* variables its job gives it."""
 _PASSED_TO_ACTIONS = frozenset({"STYRMIN_RETRY_SECONDS"})
 """Except these: how long the primitives wait for Styrmin is the agent's setting too (docs/agent.md)."""
+RESULT_STORAGE_KEPT_SECONDS = 60.0
+"""How long the agent passes on its read of the Prefect server's default result storage."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,48 @@ class _LogShipper:
             self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._timer
+
+
+class _ServerResultStorage:
+    """The Prefect server's default result storage, as the agent read it lately.
+
+    Prefect's engine asks the server for it in every flow run (about 5 ms of the server's CPU and a
+    round trip). The agent reads it at most once a minute while actions start, and each job brings
+    the answer, so the action's process does not ask: a change of it on the Prefect server reaches
+    actions within that minute. A job that finds no fresh answer goes without one (its process asks,
+    as Prefect does) and starts a read for the jobs after it. Only the agent reads it: an action's
+    process runs driver code and could say anything.
+    """
+
+    def __init__(self) -> None:
+        self._answer: dict[str, str | None] | None = None
+        self._read_at = -RESULT_STORAGE_KEPT_SECONDS
+        self._reading: asyncio.Task[None] | None = None
+
+    def for_job(self, client: Any) -> dict[str, str | None] | None:
+        """The answer to pass in a job while it is fresh; else ``None``, and a read starts."""
+        if time.monotonic() - self._read_at < RESULT_STORAGE_KEPT_SECONDS:
+            return self._answer
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.create_task(self._read(client), name="prefect-result-storage")
+        return None
+
+    async def close(self) -> None:
+        """Stop a read still under way (the Prefect server may be down)."""
+        if self._reading is not None:
+            self._reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reading
+
+    async def _read(self, client: Any) -> None:
+        try:
+            configuration = await client.read_server_default_result_storage()
+        except Exception as error:  # the actions' processes ask for themselves meanwhile
+            logger.debug("Could not read the Prefect server's default result storage: %s", error)
+            return
+        block_id = configuration.default_result_storage_block_id
+        self._answer = {"block_id": str(block_id) if block_id is not None else None}
+        self._read_at = time.monotonic()
 
 
 class _ActionRun:
@@ -298,6 +342,7 @@ class ActionRunner:
         self._flow_ids: dict[str, str] = {}
         """The Prefect server's id of each flow (by name) an action's flow run was made for: the next
         process creates its flow run with it, without asking for the flow first."""
+        self._result_storage = _ServerResultStorage()
 
     async def start(self) -> None:
         """Connect to the Prefect server, start the fork server, and beat as a worker of the pool."""
@@ -348,6 +393,7 @@ class ActionRunner:
             self._heartbeats.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeats
+        await self._result_storage.close()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         await self._pool.close()
@@ -415,6 +461,7 @@ class ActionRunner:
                 "flow_run_name": flow_run_name,
                 "tags": [*tags, self.owner] if self.owner else list(tags),
                 "flow_ids": dict(self._flow_ids),
+                "result_storage": self._result_storage.for_job(self._client),
                 "work_pool": self.work_pool,
                 "work_queue": WORK_QUEUE,
             }
