@@ -101,9 +101,9 @@ import styrmin
 client = styrmin.Client(sys.argv[1], token=sys.argv[2], timeout=600)
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
-    name, version, interval = json.loads(line)
+    name, version, interval, field = json.loads(line)
     started = time.perf_counter()
-    change = client.deployments.upgrade(name, app_version=version)
+    change = client.deployments.upgrade(name, **{field: version})
     task = client.tasks.wait(change.task.id, interval=interval, timeout=600)
     print(json.dumps({"seconds": time.perf_counter() - started, "status": task.status.value, "task": change.task.id}), flush=True)
 """
@@ -127,10 +127,12 @@ class Operator:
     def pid(self) -> int:
         return self.process.pid
 
-    def upgrade(self, name: str, version: str, interval: float = 1.0) -> float:
-        """Seconds from the upgrade request to the task's end; raises unless the task succeeded."""
+    def upgrade(self, name: str, version: str, interval: float = 1.0, *, driver: bool = False) -> float:
+        """Seconds from the upgrade request to the task's end; raises unless the task succeeded.
+        ``version`` is the application's, or with ``driver`` the driver's."""
         assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps([name, version, interval]) + "\n")
+        field = "driver_version" if driver else "app_version"
+        self.process.stdin.write(json.dumps([name, version, interval, field]) + "\n")
         self.process.stdin.flush()
         answer = self._answer()
         if answer["status"] != "succeeded":
@@ -156,6 +158,26 @@ class Operator:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+OPERATORS: set[int] = set()
+"""The processes of the benchmark's own clients (``Operator``): not the stack's, never counted as it."""
+
+
+@contextmanager
+def operators(url: str, token: str, count: int) -> Iterator[list[Operator]]:
+    """``count`` operators' processes for the stack at ``url``, as operators scripting upgrades run
+    them (see ``Operator``); ``cpu_by_role`` and ``tree_pss_mb`` leave them out (``OPERATORS``)."""
+    made: list[Operator] = []
+    try:
+        for _ in range(count):
+            made.append(Operator(url, token))
+            OPERATORS.add(made[-1].pid)
+        yield made
+    finally:
+        for operator in made:
+            operator.close()
+            OPERATORS.discard(operator.pid)
 
 
 def free_port() -> int:

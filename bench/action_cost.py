@@ -32,17 +32,17 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 from _figures import (
+    OPERATORS,
     REFERENCE_LOOP_MS,
     ROLES,
     Operator,
     cpu_by_role,
+    operators,
     percentile,
     python_loop_ms,
     timed_gets,
@@ -74,10 +74,6 @@ from styrmin_backend.actions import GlobalContext
 async def empty(context: GlobalContext) -> None:
     return None
 """
-
-
-OPERATORS: set[int] = set()
-"""The processes of the benchmark's own clients (``Operator``): not the stack's, not counted."""
 
 
 def stack_cpu_by_role() -> dict[str, float]:
@@ -112,22 +108,6 @@ def empty_action_driver(tmp: Path, version: str) -> Path:
     return folder
 
 
-@contextmanager
-def operators(stack: StyrminStack, count: int) -> Iterator[list[Operator]]:
-    """``count`` operators' processes, as operators scripting upgrades run them (see ``Operator``);
-    their CPU and memory are not the stack's."""
-    made: list[Operator] = []
-    assert stack.client.token is not None
-    try:
-        for _ in range(count):
-            made.append(Operator(stack.url, stack.client.token))
-            OPERATORS.add(made[-1].pid)
-        yield made
-    finally:
-        for operator in made:
-            operator.close()
-
-
 def idle(seconds: float) -> float:
     """The stack's CPU over ``seconds`` of rest, as a share of one core."""
     before = stack_cpu_seconds()
@@ -151,7 +131,8 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         task = stack.create("empty", driver="shop", driver_version="100.0.0", app_version="1.0.0")
         assert task.status == styrmin.TaskStatus.SUCCEEDED, task
         # Closed once everything is measured: the CPU of an ended child counts as its parent's.
-        with operators(stack, 1 + args.fleet) as (operator, *fleet_operators):
+        assert stack.client.token is not None
+        with operators(stack.url, stack.client.token, 1 + args.fleet) as (operator, *fleet_operators):
             one_after_another(args, operator)
             if args.fleet:
                 fleet(stack, fleet_operators, args.fleet_rounds)
