@@ -8,7 +8,9 @@ core. A first start differs from a restart: it makes the databases, which loads 
 the processes that migrate. After the restart it works as an operator would, then rests and is
 measured again: it creates a deployment of the example driver and upgrades it ``--upgrades`` times
 (default 5; each runs the driver's upgrade action, Helm and a Job), since what a process loads and
-keeps while it works (Helm, the chart's objects, the action's code) is held at rest too.
+keeps while it works (Helm, the chart's objects, the action's code) is held at rest too. The
+example's own processes, which the local cluster runs for its pods, count in the whole tree's
+figure; the line after it says how much of it they are.
 
     uv run python bench/up_idle.py [--idle-seconds 30] [--settle-seconds 10] [--upgrades 5]
 """
@@ -103,6 +105,12 @@ def measure(data_dir: Path, label: str, args: argparse.Namespace, *, upgrades: i
         )
         for mb, command in each:
             print(f"    {mb:6.0f} MB  {command}")
+        applications = applications_pss_mb(process.pid)
+        if applications:
+            print(
+                f"  of it, the applications the local cluster runs: {sum(applications):.0f} MB in"
+                f" {len(applications)} processes; Styrmin's own processes: {total - sum(applications):.0f} MB"
+            )
     finally:
         process.terminate()
         try:
@@ -110,6 +118,18 @@ def measure(data_dir: Path, label: str, args: argparse.Namespace, *, upgrades: i
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def applications_pss_mb(root: int) -> list[float]:
+    """The PSS of each process that the local cluster below ``root`` runs for the deployments' pods:
+    the applications', not Styrmin's."""
+    clusters = [pid for pid in process_tree(root) if "styrmin_localcluster" in command_line(pid)]
+    return [
+        mb
+        for cluster in clusters
+        for mb, command in tree_pss_mb(cluster)[1]
+        if "styrmin_localcluster" not in command
+    ]
 
 
 def main() -> None:
