@@ -9,7 +9,7 @@ dir, and times on that one local cluster:
   the task's end;
 - Helm, what a user would do instead: ``helm upgrade --wait`` with the task worker at 0 replicas and a
   post-upgrade hook Job running ``shop migrate``, then ``helm upgrade --wait`` with the worker at 1
-  (helm_python, the same chart, its own namespace and database).
+  (helm_python, the same chart, its own namespace and database, the CLI's ten revisions kept).
 
 Each Styrmin upgrade is requested and waited for from an operator's process of its own, one per
 deployment (``_figures.Operator``), as ``styrminctl upgrade --wait`` or an operator's script sends it:
@@ -58,11 +58,16 @@ import yaml
 from _figures import OPERATORS, ROLES, Operator, cpu_by_role, cpu_seconds, operators
 
 import styrmin
+from styrmin_backend.cluster.helm import BURST as HELM_BURST
+from styrmin_backend.cluster.helm import QPS as HELM_QPS
 from styrmin_backend.testing import StyrminStack
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "drivers" / "shop"
 TIMELINE_DIR = Path(__file__).resolve().parent / "_timeline"
 HELM_NAMESPACE = "helm-shop"
+HELM_CLI_HISTORY_MAX = 10
+"""The revisions ``helm upgrade`` keeps by default (``--history-max``); Helm's library keeps all unless
+told, and reads every one it keeps at each upgrade."""
 POLL_SECONDS = 0.02
 """How often the benchmark reads a task it waits for: small beside the figures."""
 
@@ -152,7 +157,13 @@ class HelmShop:
         self.chart = tmp / f"helm-chart-{namespace}"
         shutil.copytree(EXAMPLE / "chart", self.chart)
         (self.chart / "templates" / "migrate-hook.yaml").write_text(MIGRATE_HOOK)
-        self.config = helm.Config(kubeconfig_path=str(kubeconfig), namespace=namespace)
+        # The client-side request rate Styrmin's own Helm configs have. Helm's library allows 5
+        # requests a second after a burst, shared by the configs of one kubeconfig in a process: two
+        # releases upgraded at once here, with old revisions to prune, waited 0.2 s per request, 3 s
+        # an upgrade, where two `helm` processes would each start with a burst of their own.
+        self.config = helm.Config(
+            kubeconfig_path=str(kubeconfig), namespace=namespace, qps=HELM_QPS, burst_limit=HELM_BURST
+        )
 
     @staticmethod
     def values(version: str, workers: int, migrate: bool) -> dict[str, Any]:
@@ -184,6 +195,7 @@ class HelmShop:
                 namespace=self.namespace,
                 wait="watcher",
                 timeout=120,
+                max_history=HELM_CLI_HISTORY_MAX,
             )
         return time.perf_counter() - started
 
