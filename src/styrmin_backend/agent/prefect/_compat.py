@@ -12,9 +12,10 @@ import asyncio
 import inspect
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any, Final
 from uuid import UUID
+
+from styrmin_backend.agent.prefect import _protocol
 
 PATCHES: Final = (
     "flow_run_in_work_pool",
@@ -267,7 +268,7 @@ def read_default_result_storage_once() -> None:
     setattr(prefect.results, _RESULT_STORAGE_READERS[1], storage.first_answer_sync)
 
 
-def start_reading_the_default_result_storage(known: KnownResultStorage | None = None) -> None:
+def start_reading_the_default_result_storage(known: _protocol.KnownResultStorage | None = None) -> None:
     """Take ``known``, the answer the agent read lately; without one, start the one read (in a forked
     process: a fresh read of its own)."""
     for storage in _default_result_storage:
@@ -275,14 +276,6 @@ def start_reading_the_default_result_storage(known: KnownResultStorage | None = 
             storage.known(UUID(known.block_id) if known.block_id else None)
         else:
             storage.start_reading()
-
-
-@dataclass(frozen=True)
-class KnownResultStorage:
-    """The Prefect server's default result storage as the agent read it: the id of its block, or
-    ``None`` for none (actions then keep results in Prefect's local storage path)."""
-
-    block_id: str | None
 
 
 # --- memoize_parameter_schemas -------------------------------------------------------------------

@@ -176,9 +176,8 @@ async def _run(job: dict[str, Any], channel: _Channel) -> None:
     from styrmin_backend.actions._api import run_from_driver_folder
     from styrmin_backend.drivers.loading import ActionLoadError, load_action_flow
 
-    known = job.get("result_storage")
     _compat.start_reading_the_default_result_storage(
-        _compat.KnownResultStorage(block_id=known["block_id"]) if known is not None else None
+        _protocol.KnownResultStorage.decode(job.get("result_storage"))
     )
     try:
         action = load_action_flow(Path(job["driver_dir"]), job["location"])

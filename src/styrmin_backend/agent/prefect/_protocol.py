@@ -6,7 +6,7 @@ socket attached; the fork server answers ``forked`` (that ``id``, the child's ``
 ``exited`` (the ``pid``, its ``returncode``) once the child has ended.
 
 On the action's socket (a stream, one JSON line each): the agent writes the job, then shuts its
-writing half. The child writes its messages there (not on stdout, which the action may print to), in
+writing half. The job's ``result_storage``, when not null, is a ``KnownResultStorage``. The child writes its messages there (not on stdout, which the action may print to), in
 this order: ``flow_run`` once the action's flow run exists on the Prefect server (its id, and its flow's name and
 id, which the agent passes to later jobs as ``flow_ids``); any number of ``log`` (each
 record the flow run logs, for the agent to send to the Prefect server); ``end`` with the outcome.
@@ -16,6 +16,7 @@ A process that ends without ``end`` has crashed.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Final
 
 READY: Final = "ready"
@@ -39,3 +40,22 @@ def decode(line: bytes) -> dict[str, Any]:
     """The message of one JSON line."""
     message: dict[str, Any] = json.loads(line)
     return message
+
+
+@dataclass(frozen=True)
+class KnownResultStorage:
+    """The Prefect server's default result storage as the agent read it, passed in a job: the id of
+    its block, or ``None`` for none (actions then keep results in Prefect's local storage path)."""
+
+    block_id: str | None
+
+    def encode(self) -> dict[str, str | None]:
+        return {"block_id": self.block_id}
+
+    @classmethod
+    def decode(cls, field: Any) -> KnownResultStorage | None:
+        """The job's ``result_storage`` field; ``None`` when the job brings no answer."""
+        if not isinstance(field, dict):
+            return None
+        block_id = field.get("block_id")
+        return cls(block_id=block_id if isinstance(block_id, str) else None)

@@ -166,11 +166,11 @@ class _ServerResultStorage:
     """
 
     def __init__(self) -> None:
-        self._answer: dict[str, str | None] | None = None
+        self._answer: _protocol.KnownResultStorage | None = None
         self._read_at = -RESULT_STORAGE_KEPT_SECONDS
         self._reading: asyncio.Task[None] | None = None
 
-    def for_job(self, client: Any) -> dict[str, str | None] | None:
+    def for_job(self, client: Any) -> _protocol.KnownResultStorage | None:
         """The answer to pass in a job while it is fresh; else ``None``, and a read starts."""
         if time.monotonic() - self._read_at < RESULT_STORAGE_KEPT_SECONDS:
             return self._answer
@@ -192,7 +192,7 @@ class _ServerResultStorage:
             logger.debug("Could not read the Prefect server's default result storage: %s", error)
             return
         block_id = configuration.default_result_storage_block_id
-        self._answer = {"block_id": str(block_id) if block_id is not None else None}
+        self._answer = _protocol.KnownResultStorage(str(block_id) if block_id is not None else None)
         self._read_at = time.monotonic()
 
 
@@ -450,6 +450,7 @@ class ActionRunner:
                 duration=time.monotonic() - started,
             )
         run = _ActionRun(process, self._client, location, on_flow_run, secrets, self._flow_ids)
+        known_storage = self._result_storage.for_job(self._client)
         process.send_job(
             {
                 "driver_dir": str(Path(driver_dir).resolve()),
@@ -461,7 +462,7 @@ class ActionRunner:
                 "flow_run_name": flow_run_name,
                 "tags": [*tags, self.owner] if self.owner else list(tags),
                 "flow_ids": dict(self._flow_ids),
-                "result_storage": self._result_storage.for_job(self._client),
+                "result_storage": known_storage.encode() if known_storage is not None else None,
                 "work_pool": self.work_pool,
                 "work_queue": WORK_QUEUE,
             }
