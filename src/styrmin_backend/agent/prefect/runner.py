@@ -20,7 +20,6 @@ import signal
 import socket
 import sys
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +29,7 @@ from typing import Any
 
 from styrmin_backend.agent.prefect import _protocol
 from styrmin_backend.agent.prefect._pool import ActionProcess, ForkServer, RunnerProcessError
+from styrmin_backend.agent.prefect._rest import PrefectApi, PrefectConnection
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.secrets import conceal, is_secret_name, secret_values
 from styrmin_backend.metrics import counts_running_action
@@ -104,8 +104,8 @@ def _secrets_of(env: Mapping[str, str]) -> set[str]:
 class _LogShipper:
     """Sends the log records of one flow run to the Prefect server, in batches, in order."""
 
-    def __init__(self, client: Any, secrets: set[str]) -> None:
-        self._client = client
+    def __init__(self, api: PrefectApi, secrets: set[str]) -> None:
+        self._api = api
         self._secrets = secrets
         self._pending: list[dict[str, Any]] = []
         self._lock = asyncio.Lock()
@@ -142,7 +142,7 @@ class _LogShipper:
         if not batch:
             return
         try:
-            await self._client.create_logs(batch)
+            await self._api.send_logs(batch)
         except Exception as exc:  # the run goes on; only the Prefect UI misses these lines
             logger.warning("Could not send %d log lines to the Prefect server: %s", len(batch), exc)
 
@@ -170,12 +170,12 @@ class _ServerResultStorage:
         self._read_at = -RESULT_STORAGE_KEPT_SECONDS
         self._reading: asyncio.Task[None] | None = None
 
-    def for_job(self, client: Any) -> _protocol.KnownResultStorage | None:
+    def for_job(self, api: PrefectApi) -> _protocol.KnownResultStorage | None:
         """The answer to pass in a job while it is fresh; else ``None``, and a read starts."""
         if time.monotonic() - self._read_at < RESULT_STORAGE_KEPT_SECONDS:
             return self._answer
         if self._reading is None or self._reading.done():
-            self._reading = asyncio.create_task(self._read(client), name="prefect-result-storage")
+            self._reading = asyncio.create_task(self._read(api), name="prefect-result-storage")
         return None
 
     async def close(self) -> None:
@@ -185,14 +185,13 @@ class _ServerResultStorage:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reading
 
-    async def _read(self, client: Any) -> None:
+    async def _read(self, api: PrefectApi) -> None:
         try:
-            configuration = await client.read_server_default_result_storage()
+            block_id = await api.default_result_storage()
         except Exception as error:  # the actions' processes ask for themselves meanwhile
             logger.debug("Could not read the Prefect server's default result storage: %s", error)
             return
-        block_id = configuration.default_result_storage_block_id
-        self._answer = _protocol.KnownResultStorage(str(block_id) if block_id is not None else None)
+        self._answer = _protocol.KnownResultStorage(block_id)
         self._read_at = time.monotonic()
 
 
@@ -202,7 +201,7 @@ class _ActionRun:
     def __init__(
         self,
         process: ActionProcess,
-        client: Any,
+        api: PrefectApi,
         location: str,
         on_flow_run: FlowRunStarted | None,
         secrets: set[str],
@@ -210,9 +209,9 @@ class _ActionRun:
     ) -> None:
         self.process = process
         self._flow_ids = flow_ids
-        self.client = client
+        self.api = api
         self.location = location
-        self.logs = _LogShipper(client, secrets)
+        self.logs = _LogShipper(api, secrets)
         self.flow_run_id: str | None = None
         self.end: dict[str, Any] | None = None
         self._on_flow_run = on_flow_run
@@ -248,36 +247,23 @@ class _ActionRun:
         elif kind == _protocol.END:
             self.end = message
 
-    async def set_final_state(self, state: Any) -> str | None:
-        """Set ``state`` on the flow run unless it already ended; return the message of its final state."""
+    async def set_final_state(self, type: str, name: str, message: str) -> str | None:
+        """Set the state (``type``, ``name``, ``message``) on the flow run unless it already ended;
+        return the message of its final state."""
         if self.flow_run_id is None:
             return None
-        flow_run = await self.client.read_flow_run(uuid.UUID(self.flow_run_id))
-        if flow_run.state is not None and flow_run.state.is_final():
-            message: str | None = flow_run.state.message
-            return message
-        await self.client.set_flow_run_state(uuid.UUID(self.flow_run_id), state, force=True)
-        return str(state.message)
+        current = await self.api.flow_run_state(self.flow_run_id)
+        if current is not None and current.final:
+            return current.message
+        await self.api.force_flow_run_state(self.flow_run_id, type, name, message)
+        return message
 
     async def first_error_line(self) -> str | None:
         """The first line of the first ERROR record of the flow run, as the Prefect server stores it."""
-        from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId, LogFilterLevel
-        from prefect.client.schemas.sorting import LogSort
-
         if self.flow_run_id is None:
             return None
-        logs = await self.client.read_logs(
-            LogFilter(
-                flow_run_id=LogFilterFlowRunId(any_=[uuid.UUID(self.flow_run_id)]),
-                level=LogFilterLevel(ge_=logging.ERROR),
-            ),
-            sort=LogSort.TIMESTAMP_ASC,
-            limit=1,
-            offset=0,
-        )
-        if not logs:
-            return None
-        lines = [line.strip() for line in logs[0].message.splitlines() if line.strip()]
+        message = await self.api.first_error_message(self.flow_run_id)
+        lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
         return lines[0] if lines else None
 
 
@@ -313,21 +299,19 @@ class ActionRunner:
         worker_name: str | None = None,
         action_env: Mapping[str, str] | None = None,
     ) -> None:
-        from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_KEY, PREFECT_API_URL
-
-        api_url = api_url or PREFECT_API_URL.value()
-        if not api_url:
+        connection = PrefectConnection.from_settings(api_url)
+        if not connection.api_url:
             raise ValueError(
                 "No Prefect server to run actions on: set PREFECT_API_URL to its API URL "
                 "(http://HOST:4200/api), or start a local Prefect server."
             )
+        api_url = connection.api_url
         self.api_url: str = api_url
+        self._connection = connection
         self.owner = owner
         self.work_pool = work_pool
         self.worker_name = worker_name or owner or f"styrmin-agent-{socket.gethostname()}-{os.getpid()}"
         self._heartbeats: asyncio.Task[None] | None = None
-        self._api_key = PREFECT_API_KEY.value()
-        self._auth_string = PREFECT_API_AUTH_STRING.value()
         env = {
             name: value
             for name, value in os.environ.items()
@@ -337,7 +321,7 @@ class ActionRunner:
         env |= dict(action_env or {})  # the cluster's: the fork server makes its client ahead
         env.setdefault("MALLOC_ARENA_MAX", "2")  # the fork server runs one thread; its children few
         self._pool = ForkServer(env, python)
-        self._client: Any = None
+        self._api: PrefectApi | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._flow_ids: dict[str, str] = {}
         """The Prefect server's id of each flow (by name) an action's flow run was made for: the next
@@ -346,10 +330,7 @@ class ActionRunner:
 
     async def start(self) -> None:
         """Connect to the Prefect server, start the fork server, and beat as a worker of the pool."""
-        from prefect.client.orchestration import PrefectClient
-
-        client = PrefectClient(self.api_url, api_key=self._api_key, auth_string=self._auth_string)
-        self._client = await client.__aenter__()
+        self._api = PrefectApi(self._connection)
         self._pool.fill()
         self._heartbeats = asyncio.create_task(self._beat(), name="prefect-worker-heartbeats")
 
@@ -360,32 +341,26 @@ class ActionRunner:
     async def _beat(self) -> None:
         """Send the worker's heartbeat now and then every ``HEARTBEAT_SECONDS``; Prefect shows the
         worker Online, and the pool Ready, while they arrive."""
+        assert self._api is not None
         has_pool = False
         while True:
             try:
                 if not has_pool:
                     await self._make_the_work_pool()
                     has_pool = True
-                await self._client.send_worker_heartbeat(
-                    self.work_pool, self.worker_name, heartbeat_interval_seconds=HEARTBEAT_SECONDS
-                )
+                await self._api.send_worker_heartbeat(self.work_pool, self.worker_name, HEARTBEAT_SECONDS)
             except Exception as error:  # an outage: the agent's Prefect watch deals with it
                 has_pool = False
                 logger.debug("The Prefect worker heartbeat of %s failed: %s", self.worker_name, error)
             await asyncio.sleep(HEARTBEAT_SECONDS)
 
     async def _make_the_work_pool(self) -> None:
-        from prefect.client.schemas.actions import WorkPoolCreate
-        from prefect.exceptions import ObjectAlreadyExists
-
-        with contextlib.suppress(ObjectAlreadyExists):
-            await self._client.create_work_pool(
-                WorkPoolCreate(
-                    name=self.work_pool,
-                    type=WORK_POOL_TYPE,
-                    description="The Styrmin agents: each is a worker; each action is a flow run here.",
-                )
-            )
+        assert self._api is not None
+        await self._api.make_work_pool(
+            self.work_pool,
+            WORK_POOL_TYPE,
+            "The Styrmin agents: each is a worker; each action is a flow run here.",
+        )
 
     async def close(self) -> None:
         """Stop the fork server; wait for the work of ended runs (their last logs) to finish."""
@@ -397,9 +372,9 @@ class ActionRunner:
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         await self._pool.close()
-        if self._client is not None:
-            await self._client.__aexit__(None, None, None)
-            self._client = None
+        if self._api is not None:
+            await self._api.aclose()
+            self._api = None
 
     async def __aenter__(self) -> ActionRunner:
         await self.start()
@@ -436,7 +411,7 @@ class ActionRunner:
             on_flow_run: awaited with the flow run's id as soon as the flow run exists, while the
                 action runs (so the step can link to it at once).
         """
-        if self._client is None:
+        if self._api is None:
             raise RuntimeError("ActionRunner.start() was not called.")
         started = time.monotonic()
         secrets = _secrets_of(env) | secret_values(dict(parameters))
@@ -449,8 +424,8 @@ class ActionRunner:
                 flow_run_id=None,
                 duration=time.monotonic() - started,
             )
-        run = _ActionRun(process, self._client, location, on_flow_run, secrets, self._flow_ids)
-        known_storage = self._result_storage.for_job(self._client)
+        run = _ActionRun(process, self._api, location, on_flow_run, secrets, self._flow_ids)
+        known_storage = self._result_storage.for_job(self._api)
         process.send_job(
             {
                 "driver_dir": str(Path(driver_dir).resolve()),
@@ -507,35 +482,12 @@ class ActionRunner:
         Prefect server went away): nothing will ever end them otherwise, and the Prefect UI would
         show them running.
         """
-        from prefect.client.schemas.filters import (
-            FlowRunFilter,
-            FlowRunFilterExpectedStartTime,
-            FlowRunFilterState,
-            FlowRunFilterStateType,
-            FlowRunFilterTags,
-        )
-        from prefect.client.schemas.objects import StateType
-        from prefect.client.schemas.sorting import FlowRunSort
-        from prefect.states import Crashed
-
-        if self._client is None:
+        if self._api is None:
             raise RuntimeError("ActionRunner.start() was not called.")
-        unfinished = FlowRunFilter(
-            tags=FlowRunFilterTags(all_=[owner]),
-            state=FlowRunFilterState(
-                type=FlowRunFilterStateType(any_=[StateType.SCHEDULED, StateType.PENDING, StateType.RUNNING])
-            ),
-            expected_start_time=(
-                FlowRunFilterExpectedStartTime(before_=created_before) if created_before else None
-            ),
-        )
         crashed = []
-        runs = await self._client.read_flow_runs(
-            flow_run_filter=unfinished, sort=FlowRunSort.ID_DESC, limit=200
-        )
-        for flow_run in runs:
-            await self._client.set_flow_run_state(flow_run.id, Crashed(message=message), force=True)
-            crashed.append(str(flow_run.id))
+        for flow_run_id in await self._api.unfinished_flow_runs(owner, created_before=created_before):
+            await self._api.force_flow_run_state(flow_run_id, "CRASHED", "Crashed", message)
+            crashed.append(flow_run_id)
         return crashed
 
     def _outcome(
@@ -575,33 +527,26 @@ class ActionRunner:
 
     async def _cancel_requested(self, run: _ActionRun) -> None:
         """Return once the run's flow run is Cancelling (a cancel from the Prefect UI or API) or Cancelled."""
-        from prefect.client.schemas.objects import StateType
-
         while True:
             await asyncio.sleep(_CANCEL_CHECK_SECONDS)
             if run.flow_run_id is None:
                 continue
             try:
-                flow_run = await self._client.read_flow_run(uuid.UUID(run.flow_run_id))
+                state = await run.api.flow_run_state(run.flow_run_id)
             except Exception as error:  # a Prefect outage: the agent's Prefect watch deals with it
                 logger.debug("Could not read flow run %s: %s", run.flow_run_id, error)
                 continue
-            if flow_run.state is not None and flow_run.state.type in (
-                StateType.CANCELLING,
-                StateType.CANCELLED,
-            ):
+            if state is not None and state.type in ("CANCELLING", "CANCELLED"):
                 return
 
     async def _stop_cancelled(self, run: _ActionRun) -> str:
-        from prefect.states import Cancelled
-
         run.process.kill()
         await run.process.wait_exit(_CRASH_EXIT_GRACE)
         await run.drain()
         await run.process.close()
         await run.logs.close()
         await run.set_final_state(
-            Cancelled(message="Styrmin stopped the action: its flow run was cancelled.")
+            "CANCELLED", "Cancelled", "Styrmin stopped the action: its flow run was cancelled."
         )
         return (
             f"Action {run.location} was cancelled: its flow run {run.flow_run_id} was cancelled in Prefect."
@@ -609,8 +554,6 @@ class ActionRunner:
 
     async def _crash_error(self, run: _ActionRun) -> str:
         """The error of a run whose process crashed: its first ERROR line, or its state's message."""
-        from prefect.states import Crashed
-
         returncode = await run.process.wait_exit(_CRASH_EXIT_GRACE)
         await run.drain()
         await run.process.close()
@@ -618,15 +561,15 @@ class ActionRunner:
         how = _exit_description(returncode)
         if run.flow_run_id is None:
             return f"Action {run.location} crashed before its flow run started: its process {how}."
-        state_message = await run.set_final_state(Crashed(message=f"The process running the flow run {how}."))
+        state_message = await run.set_final_state(
+            "CRASHED", "Crashed", f"The process running the flow run {how}."
+        )
         first_error = await run.first_error_line()
         if first_error:
             return f"Action {run.location} crashed (its process {how}): {first_error}"
         return f"Action {run.location} crashed: {state_message or f'its process {how}.'}"
 
     async def _stop_timed_out(self, run: _ActionRun, timeout: float) -> str:
-        from prefect.states import Failed
-
         error = (
             f"Action {run.location} did not end within its timeout of {timeout:g} s, so Styrmin stopped it. "
             "Make the action faster, or raise its timeout in driver.styrmin.yml."
@@ -636,7 +579,7 @@ class ActionRunner:
         await run.drain()
         await run.process.close()
         await run.logs.close()
-        await run.set_final_state(Failed(name="TimedOut", message=error))
+        await run.set_final_state("FAILED", "TimedOut", error)
         return error
 
     async def _finish(self, run: _ActionRun) -> None:
@@ -647,13 +590,13 @@ class ActionRunner:
         await run.process.close()
 
     async def _cancel(self, run: _ActionRun) -> None:
-        from prefect.states import Cancelled
-
         await run.process.wait_exit(_CRASH_EXIT_GRACE)
         await run.drain()
         await run.process.close()
         await run.logs.close()
-        await run.set_final_state(Cancelled(message="Styrmin stopped the action: its change was stopped."))
+        await run.set_final_state(
+            "CANCELLED", "Cancelled", "Styrmin stopped the action: its change was stopped."
+        )
 
     def _in_background(self, coroutine: Any) -> None:
         task = asyncio.create_task(coroutine)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -101,6 +102,8 @@ class LocalPrefectServer:
             SQLite in ``data_dir``.
         template_dir: where a migrated empty SQLite database is kept per Prefect version (see
             ``_prepare_database``); default: ``default_template_dir()``.
+        settings: more of the server's ``PREFECT_*`` settings (those of the environment are not
+            passed on), e.g. ``{"PREFECT_SERVER_CSRF_PROTECTION_ENABLED": "true"}``.
     """
 
     def __init__(
@@ -112,8 +115,10 @@ class LocalPrefectServer:
         python: str = sys.executable,
         database_url: str | None = None,
         template_dir: Path | None = None,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self._settings = dict(settings or {})
         self._own_sqlite = database_url is None
         self.database_url = database_url or f"sqlite+aiosqlite:///{self.database_path}"
         self.template_dir = template_dir or default_template_dir()
@@ -179,6 +184,7 @@ class LocalPrefectServer:
             # Fewer malloc arenas for its threads: less memory held, for the same work.
             "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
         }
+        env |= self._settings
         started = time.monotonic()
         migrate = self._prepare_database(env, started + timeout)
         env["PREFECT_SERVER_DATABASE_MIGRATE_ON_START"] = "true" if migrate else "false"
