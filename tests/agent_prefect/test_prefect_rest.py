@@ -17,6 +17,7 @@ import pytest
 from styrmin_backend.agent.prefect import _rest
 from styrmin_backend.agent.prefect._rest import PrefectApi, PrefectApiError, PrefectConnection
 from styrmin_backend.agent.prefect.server import LocalPrefectServer
+from tests.agent_prefect.conftest import make_context
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -157,27 +158,23 @@ def test_the_server_and_agent_process_runs_actions_without_importing_prefect(
     """Importing Prefect would hold 32 MB in that process for its whole life (see ``_rest``)."""
     script = textwrap.dedent(
         f"""
-        import asyncio, sys
+        import asyncio, json, sys
         from styrmin_backend.agent.prefect import ActionRunner
-        from tests.agent_prefect.conftest import make_context
 
         async def main():
             async with ActionRunner({prefect_api_url!r}) as runner:
                 await runner.wait_until_ready()
                 outcome = await runner.run_action(
-                    {str(driver_dir)!r}, "actions.py::returns_a_value", {{"context": make_context()}}, {{}}, 120
+                    {str(driver_dir)!r}, "actions.py::returns_a_value", json.loads(sys.argv[1]), {{}}, 120
                 )
             print(outcome.succeeded, sorted(m for m in sys.modules if m.split(".")[0] == "prefect"))
 
         asyncio.run(main())
         """
     )
+    parameters = json.dumps({"context": make_context()})
     done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=Path(__file__).parents[2],
+        [sys.executable, "-c", script, parameters], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "True []"
