@@ -36,8 +36,8 @@ API_VERSION = "0.8.4"
 FINAL_STATE_TYPES = frozenset({"COMPLETED", "FAILED", "CRASHED", "CANCELLED"})
 """The flow-run state types after which Prefect's orchestration changes nothing."""
 
-_RETRIED_STATUSES = frozenset({429, 502, 503})
-"""Answers Prefect's client tries again after (rate limits, a server restarting)."""
+_RETRIED_STATUSES = frozenset({408, 429, 502, 503})
+"""Answers Prefect's client tries again after (a timeout, rate limits, a server restarting)."""
 _ATTEMPTS = 4
 _RETRY_SECONDS = (0.5, 1.0, 2.0)
 _MAX_RETRY_AFTER_SECONDS = 10.0
@@ -223,7 +223,7 @@ class PrefectApi:
         return [str(run["id"]) for run in runs] if isinstance(runs, list) else []
 
     async def _call(self, method: str, path: str, body: Any = None) -> Any:
-        """Send one call; try again after a refused connection, a timeout, 429, 502 or 503, as
+        """Send one call; try again after a refused connection, a timeout, 408, 429, 502 or 503, as
         Prefect's client does (a few times, a little longer each time, or as ``Retry-After`` says).
 
         Raises:
