@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -132,7 +133,7 @@ class FlowRunState:
 class PrefectApi:
     """The Prefect server's REST API, for the agent (one per ``ActionRunner``); close it when done."""
 
-    def __init__(self, connection: PrefectConnection, *, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(self, connection: PrefectConnection) -> None:
         if not connection.api_url:
             raise ValueError("PrefectApi needs the Prefect server's API URL.")
         self._http = httpx.AsyncClient(
@@ -140,7 +141,6 @@ class PrefectApi:
             headers=connection.headers(),
             verify=connection.verify(),
             timeout=30.0,
-            transport=transport,
         )
         self._csrf_client = str(uuid.uuid4())
         self._csrf: dict[str, str] | None = None
@@ -158,10 +158,12 @@ class PrefectApi:
             {"name": worker, "heartbeat_interval_seconds": interval_seconds},
         )
 
-    async def make_work_pool(self, name: str, type: str, description: str) -> None:
+    async def make_work_pool(self, name: str, pool_type: str, description: str) -> None:
         """Make the work pool ``name`` unless it exists."""
         try:
-            await self._call("POST", "work_pools/", {"name": name, "type": type, "description": description})
+            await self._call(
+                "POST", "work_pools/", {"name": name, "type": pool_type, "description": description}
+            )
         except PrefectApiError as error:
             if error.status != 409:  # 409: it exists
                 raise
@@ -184,12 +186,12 @@ class PrefectApi:
             return None
         return FlowRunState(str(state.get("type")), state.get("message"))
 
-    async def force_flow_run_state(self, flow_run_id: str, type: str, name: str, message: str) -> None:
+    async def force_flow_run_state(self, flow_run_id: str, state_type: str, name: str, message: str) -> None:
         """Set the flow run's state, whatever it is now (Prefect's ``force=True``)."""
         await self._call(
             "POST",
             f"flow_runs/{_segment(flow_run_id)}/set_state",
-            {"state": {"type": type, "name": name, "message": message}, "force": True},
+            {"state": {"type": state_type, "name": name, "message": message}, "force": True},
         )
 
     async def first_error_message(self, flow_run_id: str) -> str | None:
@@ -277,8 +279,6 @@ class PrefectApi:
 
 def _segment(value: str) -> str:
     """``value`` as one segment of a URL path."""
-    from urllib.parse import quote
-
     return quote(value, safe="")
 
 

@@ -247,15 +247,15 @@ class _ActionRun:
         elif kind == _protocol.END:
             self.end = message
 
-    async def set_final_state(self, type: str, name: str, message: str) -> str | None:
-        """Set the state (``type``, ``name``, ``message``) on the flow run unless it already ended;
-        return the message of its final state."""
+    async def set_final_state(self, state_type: str, name: str, message: str) -> str | None:
+        """Set the state (``state_type``, ``name``, ``message``) on the flow run unless it already
+        ended; return the message of its final state."""
         if self.flow_run_id is None:
             return None
         current = await self.api.flow_run_state(self.flow_run_id)
         if current is not None and current.final:
             return current.message
-        await self.api.force_flow_run_state(self.flow_run_id, type, name, message)
+        await self.api.force_flow_run_state(self.flow_run_id, state_type, name, message)
         return message
 
     async def first_error_line(self) -> str | None:
