@@ -1,7 +1,9 @@
 """Reading flow runs and their log lines from a Prefect server's REST API (for ``services.task_logs``).
 
 The server reads Prefect for its users, so that no one needs access to Prefect to read an action's
-log. Every call is bounded: a timeout, a page of lines, and a cut on each line's length.
+log. Every call is bounded: a timeout, a page of lines, and a cut on each line's length. It reaches
+Prefect as the agent does, with Prefect's own settings (``prefect_connection``): an API key or auth
+string, and TLS.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from datetime import datetime
 
 import httpx
 
+from styrmin_backend.prefect_connection import PrefectConnection
 from styrmin_backend.services.task_logs import FlowRunLine, FlowRunRef, PrefectUnreachable
 
 PREFECT_TIMEOUT_SECONDS = 10.0
@@ -24,10 +27,16 @@ class PrefectLogReader:
     def __init__(self, api_url: str, *, transport: httpx.BaseTransport | None = None) -> None:
         self.api_url = api_url.rstrip("/")
         self._transport = transport
+        self._connection = PrefectConnection.from_settings(api_url)
 
     def _post(self, path: str, body: dict[str, object]) -> list[dict[str, object]]:
         try:
-            with httpx.Client(timeout=PREFECT_TIMEOUT_SECONDS, transport=self._transport) as client:
+            with httpx.Client(
+                timeout=PREFECT_TIMEOUT_SECONDS,
+                transport=self._transport,
+                headers=self._connection.headers(),
+                verify=self._connection.verify(),
+            ) as client:
                 response = client.post(f"{self.api_url}{path}", json=body)
                 response.raise_for_status()
                 answer = response.json()

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from styrmin_backend.agent.prefect import _rest
-from styrmin_backend.agent.prefect._rest import PrefectApi, PrefectApiError, PrefectConnection
+from styrmin_backend.agent.prefect._rest import PrefectApi, PrefectApiError
 from styrmin_backend.agent.prefect.server import LocalPrefectServer
+from styrmin_backend.prefect_connection import API_VERSION, PrefectConnection
+from styrmin_backend.prefect_logs import PrefectLogReader
 from tests.agent_prefect.conftest import make_context
 
 
@@ -62,7 +63,7 @@ def receiver() -> Iterator[type[_Receiver]]:
 def test_the_api_version_is_the_one_prefects_client_sends() -> None:
     from prefect.client.constants import SERVER_API_VERSION
 
-    assert _rest.API_VERSION == SERVER_API_VERSION, "update _rest.API_VERSION to Prefect's"
+    assert API_VERSION == SERVER_API_VERSION, "update prefect_connection.API_VERSION to Prefect's"
 
 
 async def test_prefects_settings_reach_the_server_as_prefects_client_sends_them(
@@ -86,12 +87,29 @@ async def test_prefects_settings_reach_the_server_as_prefects_client_sends_them(
     ] * 2  # the token was asked for once
     headers, body = beats[0][2], beats[0][3]
     assert headers["authorization"] == "Bearer pnu_key"
-    assert headers["x-prefect-api-version"] == _rest.API_VERSION
+    assert headers["x-prefect-api-version"] == API_VERSION
     assert "prefect-csrf-token" not in headers
     assert body == {"name": "agent-1", "heartbeat_interval_seconds": 30.0}
 
     monkeypatch.setenv("PREFECT_API_AUTH_STRING", "admin:secret")  # it goes before the key
     assert PrefectConnection.from_settings().headers()["Authorization"] == "Basic YWRtaW46c2VjcmV0"
+
+
+def test_the_servers_log_reads_reach_prefect_with_prefects_credentials(
+    receiver: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    monkeypatch.delenv("PREFECT_API_KEY", raising=False)
+    monkeypatch.setenv("PREFECT_API_AUTH_STRING", "admin:secret")
+    receiver.answers = [(200, {}, [{"id": "run-1", "name": "shop-r2-upgrade", "state_type": "COMPLETED"}])]
+
+    runs = PrefectLogReader(receiver.url).flow_runs(["styrmin-task:7"], "shop-r2")
+
+    assert [run.name for run in runs] == ["shop-r2-upgrade"]
+    ((method, path, headers, _),) = receiver.requests
+    assert (method, path) == ("POST", "/api/flow_runs/filter")
+    assert headers["authorization"] == "Basic YWRtaW46c2VjcmV0"
+    assert headers["x-prefect-api-version"] == API_VERSION
 
 
 async def test_a_busy_server_is_asked_again_and_an_error_names_its_detail(receiver: Any) -> None:

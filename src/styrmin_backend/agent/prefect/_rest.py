@@ -5,34 +5,25 @@ states it sets when an action crashed, timed out or was cancelled, an action's l
 first error of a crashed run, and the default result storage. Prefect's client library would do
 it, but importing it (``prefect.settings`` alone imports 200 of Prefect's modules) holds 32 MB in
 the server and agent process for its whole life. These calls are the ones Prefect's client sends
-(``PrefectClient``): the same paths, bodies, headers, CSRF token and retries.
-
-Settings are Prefect's: ``PREFECT_API_URL``, ``PREFECT_API_KEY``, ``PREFECT_API_AUTH_STRING``,
-``PREFECT_API_SSL_CERT_FILE`` and ``PREFECT_API_TLS_INSECURE_SKIP_VERIFY``, read from the
-environment. Where a Prefect profiles file exists (``prefect profile``, ``prefect config set``),
-Prefect's own settings module reads them instead, profiles included, as Prefect's client would.
+(``PrefectClient``): the same paths, bodies, headers, CSRF token and retries. Where the server is
+and how to reach it is ``prefect_connection.PrefectConnection``, from Prefect's own settings.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
-import os
-import ssl
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
-logger = logging.getLogger(__name__)
+from styrmin_backend.prefect_connection import PrefectConnection
 
-API_VERSION = "0.8.4"
-"""The ``X-PREFECT-API-VERSION`` header Prefect's client sends (``prefect.client.constants``)."""
+logger = logging.getLogger(__name__)
 
 FINAL_STATE_TYPES = frozenset({"COMPLETED", "FAILED", "CRASHED", "CANCELLED"})
 """The flow-run state types after which Prefect's orchestration changes nothing."""
@@ -42,13 +33,6 @@ _RETRIED_STATUSES = frozenset({408, 429, 502, 503})
 _ATTEMPTS = 4
 _RETRY_SECONDS = (0.5, 1.0, 2.0)
 _MAX_RETRY_AFTER_SECONDS = 10.0
-_SETTINGS = (
-    "PREFECT_API_URL",
-    "PREFECT_API_KEY",
-    "PREFECT_API_AUTH_STRING",
-    "PREFECT_API_SSL_CERT_FILE",
-    "PREFECT_API_TLS_INSECURE_SKIP_VERIFY",
-)
 
 
 class PrefectApiError(Exception):
@@ -57,65 +41,6 @@ class PrefectApiError(Exception):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(f"the Prefect server answered {status}: {detail}")
         self.status = status
-
-
-@dataclass(frozen=True)
-class PrefectConnection:
-    """Where the Prefect server is and how to reach it."""
-
-    api_url: str | None
-    api_key: str | None = None
-    auth_string: str | None = None
-    ssl_cert_file: str | None = None
-    tls_insecure_skip_verify: bool = False
-
-    @classmethod
-    def from_settings(cls, api_url: str | None = None) -> PrefectConnection:
-        """Prefect's settings as Prefect's client reads them; ``api_url`` overrides ``PREFECT_API_URL``."""
-        values = _prefects_settings() if _has_profiles() else {n: os.environ.get(n) for n in _SETTINGS}
-        return cls(
-            api_url=api_url or values["PREFECT_API_URL"] or None,
-            api_key=values["PREFECT_API_KEY"] or None,
-            auth_string=values["PREFECT_API_AUTH_STRING"] or None,
-            ssl_cert_file=values["PREFECT_API_SSL_CERT_FILE"] or None,
-            tls_insecure_skip_verify=str(values["PREFECT_API_TLS_INSECURE_SKIP_VERIFY"] or "").lower()
-            in ("1", "true", "yes", "on"),
-        )
-
-    def headers(self) -> dict[str, str]:
-        """The headers of every call: the API version, and the credentials (an auth string first)."""
-        headers = {"X-PREFECT-API-VERSION": API_VERSION}
-        if self.auth_string:
-            headers["Authorization"] = "Basic " + base64.b64encode(self.auth_string.encode()).decode()
-        elif self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        return headers
-
-    def verify(self) -> ssl.SSLContext | bool:
-        if self.tls_insecure_skip_verify:
-            context = ssl.create_default_context()
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-            return context
-        if self.ssl_cert_file:
-            return ssl.create_default_context(cafile=self.ssl_cert_file)
-        return True
-
-
-def _has_profiles() -> bool:
-    """Whether a Prefect profiles file exists, which may set what the environment does not."""
-    path = os.environ.get("PREFECT_PROFILES_PATH")
-    if path:
-        return Path(path).expanduser().is_file()
-    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
-    return (home / "profiles.toml").is_file()
-
-
-def _prefects_settings() -> dict[str, Any]:
-    """The settings through Prefect's own settings module: environment, then the active profile."""
-    import prefect.settings as settings
-
-    return {name: getattr(settings, name).value() for name in _SETTINGS}
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,11 @@ from typing import Any
 
 from styrmin_backend.agent.prefect import _protocol
 from styrmin_backend.agent.prefect._pool import ActionProcess, ForkServer, RunnerProcessError
-from styrmin_backend.agent.prefect._rest import PrefectApi, PrefectConnection
+from styrmin_backend.agent.prefect._rest import PrefectApi
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.secrets import conceal, is_secret_name, secret_values
 from styrmin_backend.metrics import counts_running_action
+from styrmin_backend.prefect_connection import PrefectConnection
 
 logger = logging.getLogger(__name__)
 
