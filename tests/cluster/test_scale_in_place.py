@@ -7,7 +7,7 @@ refusal leaves the workload as it was, so that the Helm upgrade that follows doe
 from __future__ import annotations
 
 import asyncio
-import itertools
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,7 +33,6 @@ pytestmark = pytest.mark.slow
 SPEC = load_driver_spec((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
 TIMEOUT = 120
 WORKER = "shop-task-worker"
-_folders = itertools.count()
 CHECKSUM_KEY = bytes(32)
 
 
@@ -43,9 +42,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield running
 
 
-def _chart(
-    tmp_path: Path, namespace: str, stopped: list[str], values: dict[str, object] | None = None
-) -> InstallChart:
+def _chart(namespace: str, stopped: list[str], values: dict[str, object] | None = None) -> InstallChart:
     return prepare_install_chart(
         EXAMPLE_DRIVER,
         SPEC,
@@ -53,7 +50,6 @@ def _chart(
         namespace,
         "1.0.0",
         DeploymentConfiguration(values=values or {}),
-        tmp_path / f"chart-{next(_folders)}",
         stopped_components=stopped,
         checksum_key=CHECKSUM_KEY,
     )
@@ -100,19 +96,26 @@ async def _releases(cluster: LocalCluster, count: int = 1) -> AsyncIterator[tupl
 
 @asynccontextmanager
 async def _installed(
-    cluster: LocalCluster, tmp_path: Path, namespace: str
+    cluster: LocalCluster, namespace: str
 ) -> AsyncIterator[tuple[HelmReleases, ClusterAccess]]:
     """The example installed in ``namespace`` by one agent's releases, with their cluster client."""
     async with _releases(cluster) as (releases,):
         assert releases.cluster is not None
-        await _apply(releases, _chart(tmp_path, namespace, []), namespace)
+        await _apply(releases, _chart(namespace, []), namespace)
         yield releases, releases.cluster
 
 
 async def _apply(releases: HelmReleases, chart: InstallChart, namespace: str) -> None:
-    await releases.apply(
-        chart.path, chart.values, "shop", namespace, TIMEOUT, digest=chart.digest, workloads=chart.workloads
-    )
+    with tempfile.TemporaryDirectory() as folder:
+        await releases.apply(
+            chart.write(Path(folder) / "chart"),
+            chart.values,
+            "shop",
+            namespace,
+            TIMEOUT,
+            digest=chart.digest,
+            workloads=chart.workloads,
+        )
 
 
 async def _scale(releases: HelmReleases, chart: InstallChart, namespace: str) -> bool:
@@ -120,40 +123,38 @@ async def _scale(releases: HelmReleases, chart: InstallChart, namespace: str) ->
 
 
 def test_a_stop_and_a_start_set_the_replicas_in_place_and_helm_upgrades_after_them(
-    cluster: LocalCluster, tmp_path: Path
+    cluster: LocalCluster,
 ) -> None:
     async def scenario() -> None:
         async with _releases(cluster) as (releases,):
-            await _apply(releases, _chart(tmp_path, "inplace", []), "inplace")
+            await _apply(releases, _chart("inplace", []), "inplace")
             installed = _revision(cluster, "inplace")
-            assert await _scale(releases, _chart(tmp_path, "inplace", ["task-worker"]), "inplace")
+            assert await _scale(releases, _chart("inplace", ["task-worker"]), "inplace")
             assert (_replicas(cluster, "inplace"), _revision(cluster, "inplace")) == (0, installed)
-            assert await _scale(releases, _chart(tmp_path, "inplace", []), "inplace")
+            assert await _scale(releases, _chart("inplace", []), "inplace")
             assert (_replicas(cluster, "inplace"), _revision(cluster, "inplace")) == (1, installed)
             # Helm's own upgrades still change the replicas (no field conflict), and keep no memory of
             # the scale: the next stop after one is in place again.
-            await _apply(
-                releases, _chart(tmp_path, "inplace", [], {"taskWorker": {"replicas": 3}}), "inplace"
-            )
+            await _apply(releases, _chart("inplace", [], {"taskWorker": {"replicas": 3}}), "inplace")
             assert (_replicas(cluster, "inplace"), _revision(cluster, "inplace")) == (3, installed + 1)
-            stop = _chart(tmp_path, "inplace", ["task-worker"], {"taskWorker": {"replicas": 3}})
+            stop = _chart("inplace", ["task-worker"], {"taskWorker": {"replicas": 3}})
             assert await _scale(releases, stop, "inplace")
             assert _replicas(cluster, "inplace") == 0
 
     asyncio.run(scenario())
 
 
-def test_anything_but_the_replicas_changing_leaves_it_to_helm(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_anything_but_the_replicas_changing_leaves_it_to_helm(cluster: LocalCluster) -> None:
     async def scenario() -> None:
         async with _releases(cluster) as (releases,):
-            await _apply(releases, _chart(tmp_path, "refused", []), "refused")
+            await _apply(releases, _chart("refused", []), "refused")
             # Another configuration: its other objects would not be applied.
-            changed = _chart(tmp_path, "refused", ["task-worker"], {"taskWorker": {"replicas": 2}})
+            changed = _chart("refused", ["task-worker"], {"taskWorker": {"replicas": 2}})
             assert not await _scale(releases, changed, "refused")
             # A label someone else added is theirs: Helm's apply leaves it, and so does the scale.
             kube = Client(KubeConfig.from_file(cluster.kubeconfig_path))
             kube.patch(Deployment, WORKER, {"metadata": {"labels": {"team": "a"}}}, namespace="refused")
-            assert await _scale(releases, _chart(tmp_path, "refused", ["task-worker"]), "refused")
+            assert await _scale(releases, _chart("refused", ["task-worker"]), "refused")
             scaled = kube.get(Deployment, WORKER, namespace="refused")
             assert scaled.metadata is not None and (scaled.metadata.labels or {})["team"] == "a"
             assert _replicas(cluster, "refused") == 0
@@ -162,7 +163,7 @@ def test_anything_but_the_replicas_changing_leaves_it_to_helm(cluster: LocalClus
                 "spec": {"template": {"spec": {"containers": [{"name": "task-worker", "image": "x:2"}]}}}
             }
             kube.patch(Deployment, WORKER, image, namespace="refused")
-            assert not await _scale(releases, _chart(tmp_path, "refused", []), "refused")
+            assert not await _scale(releases, _chart("refused", []), "refused")
             assert _replicas(cluster, "refused") == 0
             # Helm does the start then (forcing nothing: it takes back only what it may), and the
             # release is known again.
@@ -182,35 +183,33 @@ def test_anything_but_the_replicas_changing_leaves_it_to_helm(cluster: LocalClus
                 },
                 namespace="refused",
             )
-            await _apply(releases, _chart(tmp_path, "refused", []), "refused")
+            await _apply(releases, _chart("refused", []), "refused")
             assert _replicas(cluster, "refused") == 1
-            assert await _scale(releases, _chart(tmp_path, "refused", ["task-worker"]), "refused")
+            assert await _scale(releases, _chart("refused", ["task-worker"]), "refused")
             assert _replicas(cluster, "refused") == 0
             # Replicas someone scaled behind Styrmin's back: another manager owns them (a conflict).
             Client(KubeConfig.from_file(cluster.kubeconfig_path)).patch(
                 Deployment, WORKER, {"spec": {"replicas": 4}}, namespace="refused"
             )
-            assert not await _scale(releases, _chart(tmp_path, "refused", []), "refused")
+            assert not await _scale(releases, _chart("refused", []), "refused")
             assert _replicas(cluster, "refused") == 4
 
     asyncio.run(scenario())
 
 
-def test_a_release_this_process_did_not_apply_is_left_to_helm(cluster: LocalCluster, tmp_path: Path) -> None:
+def test_a_release_this_process_did_not_apply_is_left_to_helm(cluster: LocalCluster) -> None:
     async def scenario() -> None:
         without_cluster = HelmReleases(cluster.kubeconfig_path)
         async with _releases(cluster, 2) as (first, other):
             try:
-                await _apply(first, _chart(tmp_path, "elsewhere", []), "elsewhere")
-                await _apply(without_cluster, _chart(tmp_path, "elsewhere", []), "elsewhere")
-                stop = _chart(tmp_path, "elsewhere", ["task-worker"])
+                await _apply(first, _chart("elsewhere", []), "elsewhere")
+                await _apply(without_cluster, _chart("elsewhere", []), "elsewhere")
+                stop = _chart("elsewhere", ["task-worker"])
                 assert not await _scale(without_cluster, stop, "elsewhere")  # no client to scale with
                 assert not await _scale(other, stop, "elsewhere")  # another agent's: applied by Helm
                 # Another agent applied another configuration since this one applied it: the workload
                 # carries that release's digest, and the dry run shows the difference.
-                await _apply(
-                    other, _chart(tmp_path, "elsewhere", [], {"taskWorker": {"replicas": 2}}), "elsewhere"
-                )
+                await _apply(other, _chart("elsewhere", [], {"taskWorker": {"replicas": 2}}), "elsewhere")
                 assert not await _scale(first, stop, "elsewhere")
                 assert _replicas(cluster, "elsewhere") == 2
             finally:
@@ -273,7 +272,6 @@ def test_a_statefulset_is_stopped_and_started_in_place_too(cluster: LocalCluster
             "stateful",
             "1.0.0",
             DeploymentConfiguration(),
-            tmp_path / f"chart-{next(_folders)}",
             stopped_components=stopped,
             checksum_key=CHECKSUM_KEY,
         )
@@ -288,7 +286,7 @@ def test_a_statefulset_is_stopped_and_started_in_place_too(cluster: LocalCluster
         async with _releases(cluster) as (releases,):
             installed = chart([])
             await releases.apply(
-                installed.path,
+                installed.write(tmp_path / "installed"),
                 installed.values,
                 "queue",
                 "stateful",
@@ -307,14 +305,14 @@ def test_a_statefulset_is_stopped_and_started_in_place_too(cluster: LocalCluster
 
 
 def test_the_wait_after_a_scale_ends_when_the_replicas_are_ready_and_not_before(
-    cluster: LocalCluster, tmp_path: Path
+    cluster: LocalCluster,
 ) -> None:
     async def scenario() -> None:
-        async with _installed(cluster, tmp_path, "waited") as (releases, access):
-            assert await _scale(releases, _chart(tmp_path, "waited", ["task-worker"]), "waited")
+        async with _installed(cluster, "waited") as (releases, access):
+            assert await _scale(releases, _chart("waited", ["task-worker"]), "waited")
             await access.wait_scaled("waited", "Deployment", WORKER, 0, TIMEOUT)
             assert _ready(cluster, "waited") == (0, 0)
-            assert await _scale(releases, _chart(tmp_path, "waited", []), "waited")
+            assert await _scale(releases, _chart("waited", []), "waited")
             await access.wait_scaled("waited", "Deployment", WORKER, 1, TIMEOUT)
             assert _ready(cluster, "waited") == (1, 1)
 
@@ -322,10 +320,10 @@ def test_the_wait_after_a_scale_ends_when_the_replicas_are_ready_and_not_before(
 
 
 def test_the_wait_fails_at_once_when_scaled_to_others_and_names_a_workload_never_ready(
-    cluster: LocalCluster, tmp_path: Path
+    cluster: LocalCluster,
 ) -> None:
     async def scenario() -> None:
-        async with _installed(cluster, tmp_path, "unready") as (_, access):
+        async with _installed(cluster, "unready") as (_, access):
             kube = Client(KubeConfig.from_file(cluster.kubeconfig_path))
             missing = {
                 "spec": {
@@ -350,15 +348,13 @@ def test_the_wait_fails_at_once_when_scaled_to_others_and_names_a_workload_never
     asyncio.run(scenario())
 
 
-def test_a_deployments_workloads_are_listed_by_its_label_in_its_own_namespace(
-    cluster: LocalCluster, tmp_path: Path
-) -> None:
+def test_a_deployments_workloads_are_listed_by_its_label_in_its_own_namespace(cluster: LocalCluster) -> None:
     """What a task's end reports: one listing per kind, which finds the deployment's component
     workloads as they are, and nothing of a release of the same name in another namespace."""
 
     async def scenario() -> None:
-        async with _installed(cluster, tmp_path, "listed-a") as (releases, access):
-            await _apply(releases, _chart(tmp_path, "listed-b", ["task-worker"]), "listed-b")
+        async with _installed(cluster, "listed-a") as (releases, access):
+            await _apply(releases, _chart("listed-b", ["task-worker"]), "listed-b")
             views = await KubeCluster(access).deployment_workloads("listed-b", "shop", ["Deployment"])
             assert {key.name: view.replicas for key, view in views.items()} == {
                 "shop-server": 1,
@@ -371,13 +367,13 @@ def test_a_deployments_workloads_are_listed_by_its_label_in_its_own_namespace(
 
 
 def test_the_wait_after_a_scale_starts_from_the_scales_answer_and_a_later_one_reads_again(
-    cluster: LocalCluster, tmp_path: Path
+    cluster: LocalCluster,
 ) -> None:
     """The cluster's answer to the scale is where the wait starts (then watched from its version):
     no read of the workload. Only once: a later wait, or one for other replicas, reads it."""
 
     async def scenario() -> list[int]:
-        async with _installed(cluster, tmp_path, "answered") as (releases, access):
+        async with _installed(cluster, "answered") as (releases, access):
             reads = []
             real_get = access._client.get
 
@@ -387,14 +383,14 @@ def test_the_wait_after_a_scale_starts_from_the_scales_answer_and_a_later_one_re
 
             access._client.get = counted_get  # type: ignore[method-assign]
             counts = []
-            assert await _scale(releases, _chart(tmp_path, "answered", ["task-worker"]), "answered")
+            assert await _scale(releases, _chart("answered", ["task-worker"]), "answered")
             before = len(reads)  # the scale reads the live workload first, to compare with it
             await access.wait_scaled("answered", "Deployment", WORKER, 0, TIMEOUT)
             counts.append(len(reads) - before)
             before = len(reads)
             await access.wait_scaled("answered", "Deployment", WORKER, 0, TIMEOUT)  # no scale since
             counts.append(len(reads) - before)
-            assert await _scale(releases, _chart(tmp_path, "answered", []), "answered")
+            assert await _scale(releases, _chart("answered", []), "answered")
             before = len(reads)
             with pytest.raises(ReplicasChanged):  # waits for 2 where the scale asked 1: read, and told
                 await access.wait_scaled("answered", "Deployment", WORKER, 2, TIMEOUT)

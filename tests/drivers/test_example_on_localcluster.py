@@ -88,10 +88,10 @@ def test_example_installs_runs_and_migrates_on_the_local_cluster(
     client = Client(KubeConfig.from_file(cluster.kubeconfig_path), field_manager="tests")
     with helm.Config(kubeconfig_path=cluster.kubeconfig_path, namespace=namespace) as config:
         install = prepare_install_chart(
-            EXAMPLE_DRIVER, SPEC, "shop", namespace, "1.0.0", configuration, tmp_path / "v1", checksum_key=KEY
+            EXAMPLE_DRIVER, SPEC, "shop", namespace, "1.0.0", configuration, checksum_key=KEY
         )
         config.install(
-            str(install.path),
+            str(install.write(tmp_path / "v1")),
             "shop",
             install.values,
             namespace=namespace,
@@ -126,10 +126,15 @@ def test_example_installs_runs_and_migrates_on_the_local_cluster(
         # The upgrade, as the example's action does it: worker stopped, chart upgraded, migration, worker back.
         stopped = DeploymentConfiguration(values={"taskWorker": {"replicas": 0}}, env=configuration.env)
         install = prepare_install_chart(
-            EXAMPLE_DRIVER, SPEC, "shop", namespace, "2.0.0", stopped, tmp_path / "v2", checksum_key=KEY
+            EXAMPLE_DRIVER, SPEC, "shop", namespace, "2.0.0", stopped, checksum_key=KEY
         )
         config.upgrade(
-            str(install.path), "shop", install.values, namespace=namespace, wait="watcher", timeout=90
+            str(install.write(tmp_path / "v2")),
+            "shop",
+            install.values,
+            namespace=namespace,
+            wait="watcher",
+            timeout=90,
         )
         succeeded, log = _migration_succeeds(
             client, namespace, "example.com/shop/server:2.0.0", component.env

@@ -205,11 +205,9 @@ def test_install_chart_renders_exactly_the_deployments_manifests(
     )
     expected = render_deployment(root, spec, "shop", "team-a", "2.0.0", configuration)
 
-    install = prepare_install_chart(
-        root, spec, "shop", "team-a", "2.0.0", configuration, tmp_path / "install", checksum_key=KEY
-    )
+    install = prepare_install_chart(root, spec, "shop", "team-a", "2.0.0", configuration, checksum_key=KEY)
 
-    with helm.Chart.load(install.path) as chart:
+    with helm.Chart.load(install.write(tmp_path / "install")) as chart:
         assert chart.metadata["appVersion"] == "2.0.0"
         assert chart.metadata["name"] == "demo"
         rendered = chart.render(install.values, name="shop", namespace="team-a")
@@ -267,7 +265,6 @@ def test_helm_installs_the_install_chart_with_hooks_kept_apart(
         "team-a",
         "2.0.0",
         configuration,
-        tmp_path / "install",
         checksum_key=KEY,
     )
 
@@ -275,7 +272,11 @@ def test_helm_installs_the_install_chart_with_hooks_kept_apart(
         storage_driver="memory", namespace="team-a", kubeconfig_content=EMPTY_KUBECONFIG
     ) as config:
         release = config.install(
-            str(install.path), "shop", install.values, dry_run="client", namespace="team-a"
+            str(install.write(tmp_path / "install")),
+            "shop",
+            install.values,
+            dry_run="client",
+            namespace="team-a",
         )
 
     assert (release["chart_name"], release["chart_version"], release["app_version"]) == (
@@ -330,10 +331,8 @@ def test_secret_env_vars_reach_the_container_from_the_releases_secret_only(
     template = server["spec"]["template"]
     assert _workload(again, "Deployment", "shop-server")["spec"]["template"] != template
     # The chart the agent installs carries the Secret with the workloads.
-    install = prepare_install_chart(
-        root, spec, "shop", "default", "1.0.0", configuration, tmp_path / "install", checksum_key=KEY
-    )
-    with helm.Chart.load(install.path) as chart:
+    install = prepare_install_chart(root, spec, "shop", "default", "1.0.0", configuration, checksum_key=KEY)
+    with helm.Chart.load(install.write(tmp_path / "install")) as chart:
         rendered = chart.render(install.values, name="shop", namespace="default")
     documents = [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
     assert _as_shown(documents, install.digest) == manifests
@@ -377,9 +376,7 @@ def test_a_changed_secret_value_changes_the_checksum_and_an_unchanged_one_keeps_
     assert _secret_env_checksum(root, spec, {"API_TOKEN": "hunter2", "DB_PASSWORD": "x"}, KEY) != checksum
 
 
-def test_stopped_components_render_at_zero_replicas_and_every_component_keeps_its_configured_ones(
-    tmp_path: Path,
-) -> None:
+def test_stopped_components_render_at_zero_replicas_and_every_component_keeps_its_configured_ones() -> None:
     spec = load_driver_spec((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
     configuration = DeploymentConfiguration(values={"taskWorker": {"replicas": 2}})
     install = prepare_install_chart(
@@ -389,11 +386,10 @@ def test_stopped_components_render_at_zero_replicas_and_every_component_keeps_it
         "default",
         "1.0.0",
         configuration,
-        tmp_path / "install",
         stopped_components=["task-worker"],
         checksum_key=KEY,
     )
-    rendered = [yaml.safe_load(p.read_text()) for p in sorted((install.path / "rendered").glob("*.yaml"))]
+    rendered = list(install.manifests)
     worker = _workload(rendered, "Deployment", "shop-task-worker")
     server = _workload(rendered, "Deployment", "shop-server")
     assert worker["spec"]["replicas"] == 0
@@ -407,9 +403,7 @@ def test_stopped_components_render_at_zero_replicas_and_every_component_keeps_it
     )
 
 
-def test_the_release_digest_is_the_same_for_a_stop_or_start_and_changes_with_anything_else(
-    tmp_path: Path,
-) -> None:
+def test_the_release_digest_is_the_same_for_a_stop_or_start_and_changes_with_anything_else() -> None:
     """A stop or start renders the release digest the last apply recorded (the agent may then set
     the replicas in place); any other change to the release renders another one."""
     spec = load_driver_spec((EXAMPLE_DRIVER / "driver.styrmin.yml").read_text())
@@ -422,7 +416,6 @@ def test_the_release_digest_is_the_same_for_a_stop_or_start_and_changes_with_any
             "default",
             version,
             DeploymentConfiguration(values=values),
-            tmp_path / f"install-{len(list(tmp_path.iterdir()))}",
             stopped_components=stopped,
             checksum_key=KEY,
         )
@@ -485,12 +478,11 @@ def _server_image(install: InstallChart) -> str:
 
 
 def test_a_chart_rendered_again_is_the_same_and_a_chart_changed_in_place_renders_its_change(
-    demo: tuple[Path, DriverSpec], tmp_path: Path
+    demo: tuple[Path, DriverSpec],
 ) -> None:
     """The agent keeps loaded charts for the next render (a stop, then a start): what it renders
     again must be what a fresh load renders, at each version, and never a chart's older files."""
     root, spec = demo
-    folders = iter(range(100))
 
     def install(version: str) -> InstallChart:
         return prepare_install_chart(
@@ -500,7 +492,6 @@ def test_a_chart_rendered_again_is_the_same_and_a_chart_changed_in_place_renders
             "team-a",
             version,
             DeploymentConfiguration(),
-            tmp_path / f"c{next(folders)}",
             checksum_key=KEY,
         )
 

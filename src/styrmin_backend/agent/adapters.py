@@ -101,10 +101,9 @@ class KubeCluster:
 
 @dataclass
 class RenderedChart:
-    """A chart rendered into a scratch folder of its own."""
+    """A chart rendered, in memory: written to a scratch folder only for a Helm install or upgrade."""
 
     chart: InstallChart
-    scratch: tempfile.TemporaryDirectory[str]
 
     def configured_replicas(self) -> dict[tuple[str, str], int]:
         return {
@@ -115,7 +114,7 @@ class RenderedChart:
         }
 
     async def discard(self) -> None:
-        await asyncio.to_thread(self.scratch.cleanup)
+        pass  # nothing held: the folder a Helm upgrade loads is gone once it is applied
 
 
 class HelmCharts:
@@ -138,7 +137,6 @@ class HelmCharts:
 
     async def prepare(self, request: ChartRequest) -> PreparedChart:
         checksum_key = await self._checksum_key(request)
-        scratch = tempfile.TemporaryDirectory(prefix="styrmin-chart-")
 
         def render() -> InstallChart:
             return prepare_install_chart(
@@ -148,19 +146,13 @@ class HelmCharts:
                 request.namespace,
                 request.app_version,
                 request.configuration,
-                Path(scratch.name) / "chart",
                 is_upgrade=request.is_upgrade,
                 stopped_components=request.stopped_components,
                 checksum_key=checksum_key,
             )
 
-        try:
-            # In a thread: rendering and writing the files would hold up the agent's other tasks.
-            chart = await asyncio.to_thread(render)
-        except BaseException:
-            await asyncio.to_thread(scratch.cleanup)
-            raise
-        return RenderedChart(chart, scratch)
+        # In a thread: rendering would hold up the agent's other tasks.
+        return RenderedChart(await asyncio.to_thread(render))
 
     async def apply(
         self, chart: PreparedChart, release: str, namespace: str, timeout: int, *, replicas_only: bool = False
@@ -171,15 +163,20 @@ class HelmCharts:
             rendered.digest, rendered.workloads, release, namespace
         ):
             return None
-        return await self.releases.apply(
-            rendered.path,
-            rendered.values,
-            release,
-            namespace,
-            timeout,
-            digest=rendered.digest,
-            workloads=rendered.workloads,
-        )
+        scratch = tempfile.TemporaryDirectory(prefix="styrmin-chart-")
+        try:
+            folder = await asyncio.to_thread(rendered.write, Path(scratch.name) / "chart")
+            return await self.releases.apply(
+                folder,
+                rendered.values,
+                release,
+                namespace,
+                timeout,
+                digest=rendered.digest,
+                workloads=rendered.workloads,
+            )
+        finally:
+            await asyncio.to_thread(scratch.cleanup)
 
     async def uninstall(self, release: str, namespace: str, timeout: int) -> bool:
         return await self.releases.uninstall(release, namespace, timeout)
