@@ -382,7 +382,8 @@ def measure_rhythms(
     figures["back to back"][0].extend(team["shop"].upgrade("shop", v, POLL_SECONDS) for v in styrmin_versions)
     figures["back to back"][1].extend(helm_shop.upgrade(v) for v in styrmin_versions)
     with ThreadPoolExecutor(2) as pool:
-        for _ in range(rounds):
+        # As many pairs as --rounds: the rhythm that sits nearest its target needs the most rounds.
+        for _ in range(max(rounds, args.rounds)):
             version = next_version()
             started = time.perf_counter()
             list(
@@ -413,6 +414,13 @@ def print_rhythms(figures: dict[str, Any]) -> None:
             f"helm {statistics.median(theirs):.2f} s (min {min(theirs):.2f}, max {max(theirs):.2f}): "
             f"{ratio:.2f}x   ({verdict(ratio, RHYTHM_TARGET)})"
         )
+        if name != "back to back":  # the other two run Styrmin's round and Helm's one right after another
+            paired = [a / b for a, b in zip(ours, theirs, strict=True)]
+            print(
+                f"    each round against its own Helm round (both saw the machine at the same speed):"
+                f" median {statistics.median(paired):.2f}x, {min(paired):.2f}-{max(paired):.2f}x over"
+                f" {len(paired)} rounds"
+            )
     cpu, by_part = _cpu_figures(figures["cpu"])
     helm_cpu, helm_by_part = _cpu_figures(figures["helm cpu"])
     print(
