@@ -201,9 +201,14 @@ def test_install_chart_renders_exactly_the_deployments_manifests(
     configuration = DeploymentConfiguration(
         values={"replicas": 2},
         images={"server": "registry.local:5000/demo/server:{{ app.version }}"},
-        env={"server": {"LEVEL": "debug"}},
+        # Helm braces in a value are the user's text: the install chart never renders them again.
+        env={"server": {"LEVEL": "debug", "GREETING": "{{ .Release.Name }} says hi"}},
     )
     expected = render_deployment(root, spec, "shop", "team-a", "2.0.0", configuration)
+    containers = _workload(expected, "Deployment", "shop-server")["spec"]["template"]["spec"]["containers"]
+    assert {"name": "GREETING", "value": "{{ .Release.Name }} says hi"} in [
+        variable for container in containers for variable in container.get("env", [])
+    ]
 
     install = prepare_install_chart(root, spec, "shop", "team-a", "2.0.0", configuration, checksum_key=KEY)
 
