@@ -29,7 +29,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,8 @@ from lightkube import KubeConfig
 import styrmin
 from styrmin_backend.agent.prefect import LocalPrefectServer
 from styrmin_backend.cluster.kube import StyrminDeployment
-from styrmin_backend.services.agents import AGENT_STOPPED_ERROR
+from styrmin_backend.domain.outages import ended_because_agent_stopped
+from styrmin_backend.settings import Settings
 from styrmin_localcluster import LocalCluster
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,8 +53,9 @@ POSTGRES_DSN = os.environ.get("STYRMIN_TEST_POSTGRES", "host=127.0.0.1 port=5432
 ADMIN_PASSWORD = "bench-admin-password"  # noqa: S105 (a throwaway admin of a throwaway database)
 TARGET_CLAIM_P99_SECONDS = 0.2
 TARGET_FACTOR = 3.0
-AGENT_STOPPED_PREFIX = AGENT_STOPPED_ERROR.split("{", 1)[0]
 _TASK_STARTED = re.compile(r"Task (\d+): ")
+AGENT_GONE_SECONDS: float = Settings.model_fields["agent_gone_seconds"].default
+"""How long the servers wait for a killed agent's process to connect again (their default)."""
 WAIT_SECONDS = 900.0
 """How long every wait here may take on a loaded machine."""
 
@@ -254,14 +256,18 @@ class Outcome:
     killed_agent_tasks_failed: int = 0
     requested_again: int = 0
     killed_after_seconds: float | None = None
+    killed_at: datetime | None = None
+    killed_tasks_ended_after_kill: float | None = None
+    """How long after the kill the last task the killed agent held ended (failed, saying so)."""
     lease_seconds: int = 0
 
     @property
     def kill_bound_seconds(self) -> float | None:
-        """The earliest a run with the kill can end: the killed agent's leases must run out first."""
+        """The earliest a run with the kill can end: the servers must judge the killed agent's process
+        gone first (``agent_gone_seconds`` after its presence connection closed)."""
         if self.killed_after_seconds is None:
             return None
-        return self.killed_after_seconds + 2 * self.lease_seconds / 3
+        return self.killed_after_seconds + AGENT_GONE_SECONDS
 
     @property
     def throughput(self) -> float:
@@ -367,6 +373,7 @@ def run(
                 time.sleep(0.5)
             stack.agents[1].kill()
             outcome.killed_after_seconds = time.monotonic() - started
+            outcome.killed_at = datetime.now(UTC)
             log(f"agent-1 killed (SIGKILL) after {outcome.killed_after_seconds:.1f} s")
         ended = _wait_ended(clients[0], sorted(task_ids))
         last_end = max(t.ended_at for t in ended if t.ended_at is not None)
@@ -378,8 +385,13 @@ def run(
         for task in ended:
             outcome.statuses[task.status.value] += 1
             if task.status.value == "failed":
-                if (task.error or "").startswith(AGENT_STOPPED_PREFIX):
+                if ended_because_agent_stopped(task.error):
                     outcome.killed_agent_tasks_failed += 1
+                    after_kill = _seconds(outcome.killed_at, task.ended_at)
+                    if after_kill is not None:
+                        outcome.killed_tasks_ended_after_kill = max(
+                            after_kill, outcome.killed_tasks_ended_after_kill or 0.0
+                        )
                 else:
                     outcome.unexpected_failures.append(f"task {task.id} ({task.deployment}): {task.error}")
         outcome.ran_twice = _ran_on_two_agents(stack.agents)
@@ -461,9 +473,16 @@ def report(outcome: Outcome) -> list[str]:
         *(
             [
                 f"  with the kill, no run ends before {outcome.kill_bound_seconds:.1f} s: the killed agent's "
-                f"tasks (and their Helm locks) end only once their {outcome.lease_seconds} s leases run out, at "
-                f"least two thirds of a lease after the kill at {outcome.killed_after_seconds:.1f} s (it renews "
-                "every third); --no-kill measures the two agents alone"
+                f"tasks (and their Helm locks) end once the servers judge its process gone, "
+                f"{AGENT_GONE_SECONDS:g} s after its presence connection closed at the kill at "
+                f"{outcome.killed_after_seconds:.1f} s (STYRMIN_AGENT_GONE_SECONDS; its {outcome.lease_seconds} s "
+                "leases would have run on); --no-kill measures the two agents alone",
+                "  the killed agent's tasks ended "
+                + (
+                    f"{outcome.killed_tasks_ended_after_kill:.1f} s after the kill, the last of them"
+                    if outcome.killed_tasks_ended_after_kill is not None
+                    else "(it held none)"
+                ),
             ]
             if outcome.kill_bound_seconds is not None
             else []

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -22,7 +23,7 @@ from styrmin_backend.services import backup_schedules
 from styrmin_backend.settings import Settings
 from styrmin_backend.store.claim_wakeups import ClaimWakeups
 from styrmin_backend.store.db import database_unavailable, make_session_factory, transaction
-from styrmin_backend.store.wakeups import LOCATION_CHECK
+from styrmin_backend.store.wakeups import LOCATION_CHECK, Waiters
 from styrmin_backend.web import install_web
 
 
@@ -36,6 +37,8 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
             keep_started_objects_out_of_garbage_collections()
             yield
         app.state.claim_wakeups.close()
+        for judging in list(app.state.presence_judgements):  # the server stops: it judges no one
+            judging.cancel()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -56,6 +59,11 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.claim_wakeups = ClaimWakeups(engine)
     # The agents' waiting asks for a backup location to check, woken by the commit that sets one.
     app.state.location_waiters = LOCATION_CHECK.waiters()
+    # The agents' presence connections, woken when the server stops, and the checks of those that
+    # closed (see api.routes.agent.presence).
+    app.state.presence_waiters = Waiters()
+    app.state.presence_judgements = set()
+    app.state.presence_open = Counter()
     # Read at each log request: `styrmin up` sets the Prefect URL once its Prefect has started.
     app.state.flow_run_logs = lambda: PrefectLogReader(app.state.settings.effective_prefect_api_url)
     install_api(app)

@@ -69,6 +69,14 @@ class Settings(BaseSettings):
         description="How often the server starts due scheduled backups and prunes old ones (each server; "
         "a due backup starts once whatever the number of servers).",
     )
+    agent_gone_seconds: float = Field(
+        default=5,
+        ge=1,
+        le=300,
+        description="When an agent's process closes its presence connection (it crashed or was killed), "
+        "how long the server waits for it to connect again before its running tasks end failed (their "
+        "leases would otherwise run on).",
+    )
     shutdown_grace_seconds: float = Field(
         default=10,
         ge=0,

@@ -4,6 +4,7 @@ serve it, and gives up after its retry time naming what was away."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from typing import Any
@@ -199,3 +200,66 @@ def test_an_agent_claiming_from_a_server_older_than_the_helm_lock_at_claim_takes
     assert [b'"helm_lock_lease_seconds"' in body for body in claims] == [True, False, False]
     assert all(b'"plan_version"' in body for body in claims)
     assert "takes no Helm lock with a claim" in caplog.text
+
+
+def test_an_agent_claiming_from_a_server_older_than_instances_claims_without_its_instance(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = _agent_key(stack)
+    claims: list[bytes] = []
+
+    async def claim_twice(url: str) -> list[Claim | None]:
+        api = ServerApi(url, key, retry_seconds=5, instance="styrmin-agent:0123456789ab")
+        try:
+            return [await api.claim(30), await api.claim(30)]
+        finally:
+            await api.close()
+
+    refusing = _refusing_plan_version(stack.client.app, claims, field="instance")
+    with served(refusing) as url, caplog.at_level(logging.INFO):
+        first, second = asyncio.run(claim_twice(url))
+    assert first is not None and second is None  # one task, claimed once
+    assert [b'"instance"' in body for body in claims] == [True, False, False]  # asked once only
+    assert "does not know agents' instances" in caplog.text
+
+
+def test_the_agent_keeps_its_presence_connection_open_and_opens_it_again_when_a_server_stops(
+    stack: Stack,
+) -> None:
+    """The agent's side of the presence connection (tests/api/test_agent_presence.py has the
+    server's): open while it runs, opened again when the server that held it ends it."""
+    from sqlalchemy import select
+
+    from styrmin_backend.api.serving import announce_stop
+    from styrmin_backend.server_app import create_app
+    from styrmin_backend.store.models import AgentInstanceRow
+    from tests.support.waiting import wait_for
+
+    key = _agent_key(stack)
+    instance = "styrmin-agent:0123456789ab"
+
+    def connections() -> int:
+        with stack.session() as session:
+            return session.scalar(select(AgentInstanceRow.connection)) or 0
+
+    app = create_app(stack.settings, stack.engine)
+    with served(app) as url:
+        loop = asyncio.new_event_loop()
+        api = ServerApi(url, key, retry_seconds=5, instance=instance)
+        present = loop.create_task(api.stay_present())
+
+        def run() -> None:
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(present)
+
+        running = threading.Thread(target=run, daemon=True)
+        running.start()
+        try:
+            wait_for(lambda: connections() == 1, timeout=60, message="the presence connection")
+            announce_stop(app)  # ends it; the stopping server judges no one
+            wait_for(lambda: connections() >= 2, timeout=60, message="the agent to connect again")
+        finally:
+            loop.call_soon_threadsafe(present.cancel)
+            running.join(30)
+            loop.run_until_complete(api.close())
+            loop.close()

@@ -68,6 +68,7 @@ NEEDS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/agents"): Role.ADMIN,
     ("DELETE", "/api/v1/agents/{name}"): Role.ADMIN,
     ("POST", "/api/v1/agent/claim"): AGENT,
+    ("GET", "/api/v1/agent/instances/{instance}/presence"): AGENT,
     ("POST", "/api/v1/agent/tasks/{task_id}/lease"): AGENT,
     ("POST", "/api/v1/agent/tasks/{task_id}/steps"): AGENT,
     ("POST", "/api/v1/agent/tasks/{task_id}/end"): AGENT,
@@ -143,6 +144,7 @@ def request_for(
         cluster="local",
         location_id=1,
         revision=1,
+        instance="styrmin-agent:000000000000",
     )
     bodies: dict[tuple[str, str], dict[str, Any]] = {
         ("POST", "/api/v1/auth/login"): {"username": "admin", "password": ADMIN_PASSWORD},

@@ -117,12 +117,15 @@ class Agent:
         settings = self.settings
         connection = ClusterConnection.find(settings.kubeconfig, settings.service_account_dir)
         log.info("Reaching the cluster through %s", connection.describe())
-        api = ServerApi(
-            settings.server_url, settings.key.get_secret_value(), retry_seconds=settings.retry_seconds
-        )
-        cluster = ClusterAccess(connection)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         previous, instance = _new_instance(settings.data_dir)
+        api = ServerApi(
+            settings.server_url,
+            settings.key.get_secret_value(),
+            retry_seconds=settings.retry_seconds,
+            instance=instance,
+        )
+        cluster = ClusterAccess(connection)
         runner = ActionRunner(
             settings.prefect_api_url,
             pool_size=settings.runner_pool_size,
@@ -155,6 +158,8 @@ class Agent:
             settings.backup_dir,
             settings.helm_max_history,
         )
+        # Open for as long as this process runs its tasks: closed at its end, or by its crash.
+        present = asyncio.create_task(api.stay_present(), name="presence")
         try:
             await cluster.ensure_crd()
             await runner.start()
@@ -174,6 +179,8 @@ class Agent:
             await watching
             warming.cancel()
         finally:
+            present.cancel()
+            await asyncio.gather(present, return_exceptions=True)
             await runner.close()
             await prefect.close()
             await cluster.close()

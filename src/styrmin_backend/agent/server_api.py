@@ -23,6 +23,8 @@ DEFAULT_RETRY_SECONDS = 90.0
 END_RETRY_FACTOR = 3
 """A task's or step's end waits three times as long: the server takes an agent's late end (its
 account of the failure wins over the lease's), so giving up early only loses the true error."""
+PRESENCE_READ_TIMEOUT_SECONDS = 45.0
+"""How long the presence connection waits for a line: three of the server's 15 s heartbeats."""
 _FAIL_OVER_STATUSES = frozenset({502, 503, 504})
 """Answers after which the next server is tried: this one (or its database) cannot serve now."""
 
@@ -97,9 +99,13 @@ class ServerApi:
         *,
         timeout: float = 30.0,
         retry_seconds: float = DEFAULT_RETRY_SECONDS,
+        instance: str | None = None,
     ) -> None:
         self.urls = parse_server_urls(urls)
         self.retry_seconds = retry_seconds
+        self.instance = instance
+        """This agent process's name for the server: its claims carry it, its presence connection
+        (:meth:`stay_present`) is opened in its name."""
         self._servers = [
             httpx.AsyncClient(
                 base_url=url + "/api/v1/agent", headers={"Authorization": f"Bearer {key}"}, timeout=timeout
@@ -214,6 +220,8 @@ class ServerApi:
             "wait_seconds": wait_seconds,
             "started_by_actions_only": started_by_actions_only,
         }
+        if self.instance is not None:
+            body["instance"] = self.instance
         if self._plan_at_claim:
             body["plan_version"] = PLAN_VERSION
             if self._helm_lock_at_claim:
@@ -234,6 +242,10 @@ class ServerApi:
                     self._plan_at_claim = False
                     del body["plan_version"]
                     body.pop("helm_lock_lease_seconds", None)
+                elif "instance" in body and "instance" in str(refused):
+                    log.info("The server does not know agents' instances (%s); leases alone count.", refused)
+                    self.instance = None
+                    del body["instance"]
                 elif body.pop("helm_lock_lease_seconds", None) is not None:
                     log.info("The server takes no Helm lock with a claim (%s); the agent does.", refused)
                     self._helm_lock_at_claim = False
@@ -355,3 +367,47 @@ class ServerApi:
     async def work_stopped(self, task_id: int) -> None:
         """Tell the server that the work of a cancelled task has stopped."""
         await self._call_retrying("POST", f"/tasks/{task_id}/stopped")
+
+    async def stay_present(self) -> None:
+        """Hold this process's presence connection to a server open, until cancelled.
+
+        While it is open, the server knows this process runs. Should the process crash or be killed,
+        its connection closes with it, and the server ends the tasks it ran after a few seconds
+        (``agent_gone_seconds``) instead of when their leases run out. When the connection ends (a
+        server stopping, a network error), it is opened again at once, on the next server when that
+        one cannot be reached, then with backoff. A server that predates it (404) is asked again a
+        minute later; the leases count meanwhile.
+        """
+        if self.instance is None:
+            return
+        path = f"/instances/{self.instance}/presence"
+        index, attempt = self._current, 0
+        while True:
+            try:
+                async with self._servers[index].stream(
+                    "GET", path, timeout=httpx.Timeout(10.0, read=PRESENCE_READ_TIMEOUT_SECONDS)
+                ) as response:
+                    if response.status_code == 404:
+                        log.info(
+                            "The server at %s keeps no presence connections; asking again in a minute",
+                            self.urls[index],
+                        )
+                        await asyncio.sleep(60)
+                        continue
+                    if response.status_code >= 400:
+                        message = (await response.aread()).decode(errors="replace")
+                        raise ServerError(
+                            f"GET {path}: {response.status_code} {message}", response.status_code
+                        )
+                    attempt = 0
+                    async for _heartbeat in response.aiter_lines():
+                        pass
+                why = "the server ended it (it is stopping)"
+            except Exception as error:  # a network error, a server stopping or refusing: open it again
+                why = describe_error(error)
+            attempt += 1
+            if attempt == 1 or attempt % 20 == 0:
+                log.info("The presence connection to %s closed (%s); opening it again", self.urls[index], why)
+            # The next server, if there are several: the one that closed it may be stopping.
+            index = (index + 1) % len(self.urls)
+            await asyncio.sleep(retry_delay(attempt))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy.orm import Session
@@ -44,7 +44,15 @@ def get_db(request: Request) -> Iterator[Session]:
 def short_transaction(request: Request) -> Iterator[Session]:
     """A session of its own, committed at the end of the block: for a route that waits between looks
     at the database (a long poll) and so must hold no connection while it waits."""
-    with request.app.state.session_factory() as session, session.begin():
+    with app_transaction(request.app) as session:
+        yield session
+
+
+@contextmanager
+def app_transaction(app: Any) -> Iterator[Session]:
+    """A session of ``app``'s, committed at the end of the block: for work a request leaves to do
+    after its answer (the app's FastAPI instance, typed loosely as Starlette hands it over)."""
+    with app.state.session_factory() as session, session.begin():
         yield session
 
 

@@ -49,7 +49,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         409: "Conflicts with the current state.",
         410: "For an agent: the task was cancelled; stop working on it.",
         422: "The input is not valid; `field` names what to fix.",
-        429: "Too many failed logins, or driver checks at once: wait the seconds that `Retry-After` says.",
+        429: "Too many failed logins, driver checks or presence connections at once: wait the seconds that "
+        "`Retry-After` says.",
         503: "Styrmin's database cannot be reached; nothing was changed. Try again after `Retry-After` seconds.",
     }.items()
 }

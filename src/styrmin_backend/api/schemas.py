@@ -428,6 +428,11 @@ class IssuedAgentKeyOut(BaseModel):
     key: str = Field(description="The agent's key; shown only now. Give it to `styrmin agent`.")
 
 
+AGENT_INSTANCE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,63}$"
+"""An agent's instance: letters, digits and ``:._-``, up to 64 (the agent's own are ``styrmin-agent:``
+and 12 hex digits)."""
+
+
 class ClaimRequest(Strict):
     lease_seconds: StrictInt = Field(default=60, ge=5, le=3600)
     wait_seconds: float = Field(
@@ -450,6 +455,13 @@ class ClaimRequest(Strict):
         description="With plan_version: when the claimed task's first step is a Helm operation and no "
         "other task holds the release's Helm lock, the server takes it for the task with this lease "
         "and answers it as helm_lock.",
+    )
+
+    instance: str | None = Field(
+        default=None,
+        pattern=AGENT_INSTANCE_PATTERN,
+        description="The agent's process that claims (its instance, as it names its presence "
+        "connection): when that process goes away, the task ends failed at once.",
     )
 
     @property

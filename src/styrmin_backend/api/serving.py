@@ -32,6 +32,7 @@ def announce_stop(app: FastAPI) -> None:
     app.state.stopping.set()
     app.state.claim_wakeups.wake_all()
     app.state.location_waiters.wake_all()
+    app.state.presence_waiters.wake_all()
 
 
 class _Server(uvicorn.Server):

@@ -23,6 +23,13 @@ AGENT_STOPPED_AFTER_OUTAGE_ERROR = (
     "came back ({part} was away from {since} to {until}); the agent stopped, or could not reach the "
     "Styrmin server. The work may be half done: look at the deployment, then request the change again."
 )
+AGENT_GONE_ERROR = (
+    "The agent stopped while it ran this task (its process {instance} closed its connection to Styrmin "
+    "at {at} and did not connect again within {grace:g} s: it crashed or was killed); the work may be "
+    "half done. Look at the deployment, then request the change again."
+)
+"""The error of a task whose agent's process went away (``instance_went_away``): it starts as
+:data:`AGENT_STOPPED_ERROR` does, so everything that tells a lease's end tells this one too."""
 AGENT_LATE_SUCCESS_NOTE = (
     " The agent finished the task successfully at {at}, after its lease had run out; the task stays failed "
     "because later changes may have started since."
@@ -64,6 +71,19 @@ def lease_ran_out(
     return outage is None or now >= outage.until + grace
 
 
+def instance_went_away(connection_closed: int, connection_now: int | None) -> bool:
+    """Whether an agent's instance whose presence connection number ``connection_closed`` closed is
+    gone: it has not connected again since (``connection_now``, the instance's latest number, is
+    still that one). None, an instance the database no longer knows, is not judged gone: its
+    tasks' leases decide, as for an agent that never kept a presence connection."""
+    return connection_now is not None and connection_now == connection_closed
+
+
+def agent_gone_error(instance: str, closed_at: datetime, grace: timedelta) -> str:
+    """The error of a task whose agent's instance went away (see :func:`instance_went_away`)."""
+    return AGENT_GONE_ERROR.format(instance=instance, at=when(closed_at), grace=grace.total_seconds())
+
+
 def lease_expiry_error(
     expires_at: datetime, outage: Outage | None, grace: timedelta = LEASE_GRACE_AFTER_OUTAGE
 ) -> str:
@@ -79,12 +99,16 @@ def lease_expiry_error(
     return AGENT_STOPPED_ERROR.format(at=when(expires_at))
 
 
-def ended_by_lease_expiry(error: str | None) -> bool:
-    """Whether a task's error is one the server gave it when its lease ran out."""
+def ended_because_agent_stopped(error: str | None) -> bool:
+    """Whether a task's error is one the server gave it when its lease ran out, or when its agent's
+    process went away (which ends the lease early)."""
     if error is None:
         return False
-    return error.startswith(AGENT_STOPPED_ERROR.split("{", 1)[0]) or error.startswith(
-        AGENT_STOPPED_AFTER_OUTAGE_ERROR.split("{", 1)[0]
+    return error.startswith(
+        tuple(
+            text.split("{", 1)[0]
+            for text in (AGENT_STOPPED_ERROR, AGENT_STOPPED_AFTER_OUTAGE_ERROR, AGENT_GONE_ERROR)
+        )
     )
 
 

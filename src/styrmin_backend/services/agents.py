@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
@@ -30,8 +30,15 @@ from styrmin_backend.services.deployment_models import Deployment
 from styrmin_backend.services.read_model import ReadModel
 from styrmin_backend.services.secrets import hash_token, new_token
 from styrmin_backend.services.task_models import Step, Task
-from styrmin_backend.store.db import outages_of, read_for_update
-from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
+from styrmin_backend.store.db import insert_unless_present, outages_of, read_for_update
+from styrmin_backend.store.models import (
+    AgentInstanceRow,
+    AgentRow,
+    ChangeRow,
+    DeploymentRow,
+    StepRow,
+    TaskRow,
+)
 
 AGENT_KEY_PREFIX = "sta_"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,62}[a-z0-9])?$")
@@ -59,7 +66,11 @@ _PENDING_STARTED_BY_ACTIONS = _PENDING.where(TaskRow.parent_task_id.is_not(None)
 _CLAIM = (
     update(TaskRow)
     .where(TaskRow.id == bindparam("claimed_task"), TaskRow.status == TaskStatus.PENDING.value)
-    .values(claimed_by=bindparam("claiming_agent"), lease_expires_at=bindparam("lease_until"))
+    .values(
+        claimed_by=bindparam("claiming_agent"),
+        claimed_by_instance=bindparam("claiming_instance"),
+        lease_expires_at=bindparam("lease_until"),
+    )
     # No loaded task to bring up to date: the claim read only ids.
     .execution_options(synchronize_session=False)
 )
@@ -189,6 +200,7 @@ def claim_next_task(
     *,
     started_by_actions_only: bool = False,
     plan_version: int | None = None,
+    instance: str | None = None,
 ) -> Claim | None:
     """Claim the next pending task of the agent's cluster, start it, and mint its actions token.
 
@@ -202,6 +214,9 @@ def claim_next_task(
     For an agent that plans as this server does (``plan_version`` is ``domain.plan.PLAN_VERSION``),
     the plan's first step starts in the same transaction, for the changes of
     ``protocol.FIRST_STEP_AT_CLAIM``: the agent's first call of the task is then its first operation.
+
+    ``instance`` names the agent's process that claims: should it go away (see
+    :func:`end_tasks_of_a_gone_instance`), the task ends then, not when its lease runs out.
     """
     # An idle claim (an agent long-polls several times a second) only reads: on SQLite every write
     # takes the one write lock, and a write per poll starved lease renewals and step writes.
@@ -214,7 +229,12 @@ def claim_next_task(
         # other's UPDATE waits for the first's transaction on PostgreSQL, then matches nothing).
         claimed = session.execute(
             _CLAIM,
-            {"claimed_task": task_id, "claiming_agent": agent.id, "lease_until": utcnow() + lease},
+            {
+                "claimed_task": task_id,
+                "claiming_agent": agent.id,
+                "claiming_instance": instance,
+                "lease_until": utcnow() + lease,
+            },
         )
         if claimed.rowcount != 1:  # type: ignore[attr-defined]
             continue
@@ -266,6 +286,91 @@ def _start_first_step(
         return None, None
     first = plan.steps[0]
     return workflow.add_step(session, task_id, first.name, position=0), first.operation
+
+
+MAX_INSTANCES_KEPT = 256
+"""The most instances of one agent the server keeps (those that connected last): one agent runs a
+handful of processes, and a leaked key must not fill the database with names."""
+_INSTANCE_FORGOTTEN_AFTER = timedelta(days=30)
+"""An agent's instance that has not opened a presence connection for this long is forgotten: its
+process is long gone. Forgotten (by age, or beyond :data:`MAX_INSTANCES_KEPT`), a live one's tasks
+end as those of an agent without a presence connection do, when their leases run out."""
+
+
+def connect_instance(session: Session, agent: AgentIdentity, instance: str) -> int:
+    """Note that ``instance``, a process of ``agent``, opened a presence connection; its number.
+
+    The number moves on at each connection of the instance, whichever server holds it: the server
+    whose connection closes then tells, after a grace, whether the instance came back
+    (:func:`end_tasks_of_a_gone_instance`). The increment locks the row (PostgreSQL) or the
+    database (SQLite) until the commit, so two connections never get one number.
+    """
+    now = utcnow()
+    key = {"agent_id": agent.id, "instance": instance}
+    insert_unless_present(
+        session, AgentInstanceRow, ["agent_id", "instance"], **key, connection=0, connected_at=now
+    )
+    session.execute(
+        update(AgentInstanceRow)
+        .where(AgentInstanceRow.agent_id == agent.id, AgentInstanceRow.instance == instance)
+        .values(connection=AgentInstanceRow.connection + 1, connected_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    newest = (
+        select(AgentInstanceRow.instance)
+        .where(AgentInstanceRow.agent_id == agent.id)
+        .order_by(AgentInstanceRow.connected_at.desc())
+        .limit(MAX_INSTANCES_KEPT)
+    )
+    session.execute(
+        delete(AgentInstanceRow).where(
+            AgentInstanceRow.agent_id == agent.id,
+            or_(
+                AgentInstanceRow.connected_at < now - _INSTANCE_FORGOTTEN_AFTER,
+                AgentInstanceRow.instance.not_in(newest.scalar_subquery()),
+            ),
+        )
+    )
+    number = session.scalar(
+        select(AgentInstanceRow.connection).where(
+            AgentInstanceRow.agent_id == agent.id, AgentInstanceRow.instance == instance
+        )
+    )
+    assert number is not None  # inserted or kept above, in this transaction
+    return number
+
+
+def end_tasks_of_a_gone_instance(
+    session: Session,
+    agent: AgentIdentity,
+    instance: str,
+    connection: int,
+    closed_at: datetime,
+    grace: timedelta,
+) -> list[int] | None:
+    """End failed the running tasks ``instance`` of ``agent`` claimed, when its presence connection
+    number ``connection``, closed at ``closed_at``, was its last (``domain.outages.instance_went_away``):
+    its process crashed or was killed, and its tasks' leases would run on for nothing. Their ids;
+    None when the instance connected again (on any server) or is not known.
+
+    The route lets go of their Helm locks in the same transaction
+    (``helm_locks.release_helm_locks_of_tasks``).
+    """
+    row = read_for_update(session, AgentInstanceRow, (agent.id, instance))
+    if not outage_rules.instance_went_away(connection, row.connection if row is not None else None):
+        return None
+    session.delete(row)
+    held = session.scalars(
+        select(TaskRow).where(
+            TaskRow.status == TaskStatus.RUNNING.value,
+            TaskRow.claimed_by == agent.id,
+            TaskRow.claimed_by_instance == instance,
+        )
+    ).all()
+    error = outage_rules.agent_gone_error(instance, closed_at, grace)
+    for task in held:
+        _end(session, task, error=error, result=None)
+    return [task.id for task in held]
 
 
 _SEEN_EVERY = timedelta(seconds=10)
@@ -346,7 +451,7 @@ def end_claimed_task(
     """
     task = read_for_update(session, TaskRow, task_id)
     if task is not None and task.claimed_by == agent.id and task.status != TaskStatus.RUNNING.value:
-        if task.status == TaskStatus.FAILED.value and outage_rules.ended_by_lease_expiry(task.error):
+        if task.status == TaskStatus.FAILED.value and outage_rules.ended_because_agent_stopped(task.error):
             late = outage_rules.AGENT_LATE_SUCCESS_NOTE.format(at=outage_rules.when(utcnow()))
             task.error = redact(error) if error is not None else f"{task.error}{late}"
         if task.status == TaskStatus.CANCELLED.value:  # its reconciliation ended: its work has stopped

@@ -11,8 +11,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from sqlalchemy import bindparam, delete, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
@@ -22,6 +20,7 @@ from styrmin_backend.domain.tasks import StepStatus
 from styrmin_backend.protocol import ClaimedHelmLock, HelmLockAnswer
 from styrmin_backend.services import workflow
 from styrmin_backend.services.agents import AgentIdentity, Claim, held_task
+from styrmin_backend.store.db import insert_unless_present
 from styrmin_backend.store.models import HelmLockRow, StepRow
 
 WAITS_FOR_HELM_NOTE = (
@@ -64,24 +63,22 @@ def acquire_helm_lock(
         "acquired_at": now,
         "expires_at": now + lease,
     }
-    insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     # Of two tasks racing for a free lock, exactly one inserts the row; the other's insert does nothing.
-    taken = session.execute(
-        insert(HelmLockRow)
-        .values(release_key=key, deployment_name=release, **values)
-        .on_conflict_do_nothing(index_elements=["release_key"])
-    ).rowcount  # type: ignore[attr-defined]
-    if taken != 1:
+    taken = insert_unless_present(
+        session, HelmLockRow, ["release_key"], release_key=key, deployment_name=release, **values
+    )
+    if not taken:
         # An expired lock, or one this task holds already, is taken over by one conditional update.
-        taken = session.execute(
+        taken_over = session.execute(
             update(HelmLockRow)
             .where(
                 HelmLockRow.release_key == key,
                 or_(HelmLockRow.expires_at < now, HelmLockRow.holder_task_id == task_id),
             )
             .values(**values)
-        ).rowcount  # type: ignore[attr-defined]
-    if taken == 1:
+        )
+        taken = taken_over.rowcount == 1  # type: ignore[attr-defined]
+    if taken:
         task.waits_for_helm_of_task_id = None
         return HelmLockAnswer(acquired=True, holder_task_id=task_id)
     holder = session.scalar(select(HelmLockRow.holder_task_id).where(HelmLockRow.release_key == key))
@@ -151,6 +148,19 @@ _RELEASE_TASK_LOCKS = (
 def release_task_helm_locks(session: Session, agent: AgentIdentity, task_id: int) -> None:
     """Let go of every Helm lock task ``task_id`` holds, at its end: its Helm operations have ended."""
     session.execute(_RELEASE_TASK_LOCKS, {"holder_task": task_id, "holder_agent": agent.id})
+
+
+def release_helm_locks_of_tasks(session: Session, agent: AgentIdentity, task_ids: list[int]) -> None:
+    """Let go of every Helm lock the tasks ``task_ids`` of ``agent`` hold: their agent's process went
+    away (``agents.end_tasks_of_a_gone_instance``), so their Helm operations run no more. The next
+    task that takes one finds its release as the process left it, a pending release included, and
+    rolls that back as it does after a lock whose lease ran out."""
+    if task_ids:
+        session.execute(
+            delete(HelmLockRow).where(
+                HelmLockRow.holder_task_id.in_(task_ids), HelmLockRow.holder_agent_id == agent.id
+            )
+        )
 
 
 def helm_holder(session: Session, cluster: str, namespace: str, release: str) -> int | None:

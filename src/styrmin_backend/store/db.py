@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
@@ -174,6 +176,15 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
 
 _LOCKED_ROWS = "styrmin.locked_rows"
 """``Session.info`` key of the rows :func:`read_for_update` locked in the session's transaction."""
+
+
+def insert_unless_present(session: Session, model: type[Any], keys: list[str], **values: Any) -> bool:
+    """Insert a row of ``model`` unless one with the same ``keys`` (its primary key or a unique
+    index) exists, in one statement on PostgreSQL and SQLite alike (``ON CONFLICT DO NOTHING``):
+    of two transactions racing to insert it, exactly one does. Whether this one did."""
+    insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    statement = insert(model).values(**values).on_conflict_do_nothing(index_elements=keys)
+    return bool(session.execute(statement).rowcount == 1)  # type: ignore[attr-defined]
 
 
 def read_for_update(session: Session, model: type[_Row], key: Any) -> _Row | None:

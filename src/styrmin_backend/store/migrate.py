@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
-HEAD_REVISION: Final = "0010_tasks_type_status_index"
+HEAD_REVISION: Final = "0011_agent_instances"
 """The newest migration in ``migrations/versions``: set it to the ``revision`` of each new migration
 (``tests/store/test_migrations.py`` checks it against Alembic's reading of the files)."""
 

@@ -95,6 +95,23 @@ class AgentRow(Base):
     last_seen_at: Mapped[datetime | None]
 
 
+class AgentInstanceRow(Base):
+    """A running process of an agent (its instance), while it holds its presence connection open.
+
+    ``connection`` counts the instance's connections: when one closes, the server that held it
+    knows the instance came back (on any server) if the count moved on (see services.agents).
+    """
+
+    __tablename__ = "agent_instances"
+
+    agent_id: Mapped[int] = mapped_column(
+        Id, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    instance: Mapped[str] = mapped_column(String(64), primary_key=True)
+    connection: Mapped[int] = mapped_column(Integer)
+    connected_at: Mapped[datetime]
+
+
 class DriverRow(Base):
     __tablename__ = "drivers"
     __table_args__ = (UniqueConstraint("name", "version"),)
@@ -175,6 +192,8 @@ class TaskRow(Base):
     parent_step_id: Mapped[int | None] = mapped_column(Id, index=True)
     cluster: Mapped[str] = mapped_column(String(64), default="local", server_default="local")
     claimed_by: Mapped[int | None] = mapped_column(ForeignKey("agents.id", ondelete="SET NULL"))
+    # The process of that agent that claimed it (its instance), when the agent said.
+    claimed_by_instance: Mapped[str | None] = mapped_column(String(64))
     lease_expires_at: Mapped[datetime | None]
     actions_token_id: Mapped[int | None] = mapped_column(Id)
     cancelled_by: Mapped[str | None] = mapped_column(String(64))

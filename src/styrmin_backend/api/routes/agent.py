@@ -6,24 +6,31 @@ output on the steps of their own task, with the styrmin-actions token of that re
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import time
-from collections.abc import Callable
-from datetime import timedelta
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
 from styrmin_backend.api.deps import (
     AppSettings,
     api_router,
+    app_transaction,
     authenticate_request,
     bearer_token,
     short_transaction,
 )
 from styrmin_backend.api.schemas import (
+    AGENT_INSTANCE_PATTERN,
     MAX_ID,
     ClaimOut,
     ClaimRequest,
@@ -40,7 +47,8 @@ from styrmin_backend.api.schemas import (
     TaskSummary,
 )
 from styrmin_backend.browser_session import SESSION_COOKIE
-from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated
+from styrmin_backend.clock import utcnow
+from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated, TooManyAttempts
 from styrmin_backend.metrics import observe_claim, observe_step
 from styrmin_backend.protocol import ClaimedStep, HelmLockAnswer, HelmLockRequest
 from styrmin_backend.services import agents, backup_locations, cancel, drivers, helm_locks, workflow
@@ -133,6 +141,7 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
                 token_lifetime=settings.actions_token_lifetime,
                 started_by_actions_only=body.started_by_actions_only,
                 plan_version=body.plan_version,
+                instance=body.instance,
             )
             if claimed is None:
                 return None, agent.cluster
@@ -167,6 +176,114 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
             return Response(status_code=204)
         await wakeups.wait(cluster, mark, deadline - time.monotonic())
     return Response(status_code=204)
+
+
+PRESENCE_HEARTBEAT_SECONDS = 15.0
+"""How often a presence connection carries a line: often enough that no proxy closes it as idle
+(nginx waits 60 s by default), and that an agent notices a server that stopped answering."""
+MAX_PRESENCE_CONNECTIONS = 64
+"""The most presence connections one agent may hold open on one server: each holds a socket and a
+coroutine for as long as it lasts, and one agent process needs one."""
+PRESENCE = "presence"
+"""The key of the presence connections' wake-ups (``app.state.presence_waiters``)."""
+InstanceParam = Annotated[str, Path(pattern=AGENT_INSTANCE_PATTERN)]
+log = logging.getLogger("styrmin.agents")
+
+
+@router.get(
+    "/instances/{instance}/presence",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}, "description": "Heartbeats, a line each."}},
+)
+async def presence(
+    instance: InstanceParam, key: AgentKey, request: Request, settings: AppSettings
+) -> Response:
+    """Hold a connection open for as long as the agent's process (its ``instance``) runs.
+
+    The answer never ends while the server serves: a JSON line now (how often lines come), then
+    ``{}`` every 15 s. When the connection closes and the instance does not open another within
+    ``agent_gone_seconds`` (on any server of the database), the tasks it claimed end failed and
+    their Helm locks are let go of: a crashed or killed agent's changes fail in seconds, where
+    their leases would run on. A stopping server ends these answers and judges no one.
+    """
+    app, stopping = request.app, request.app.state.stopping
+    open_now: Counter[int] = app.state.presence_open
+
+    def connect(db: Session, agent: AgentIdentity) -> tuple[AgentIdentity, int]:
+        if open_now[agent.id] >= MAX_PRESENCE_CONNECTIONS:
+            raise TooManyAttempts(
+                f"Agent {agent.name} holds {open_now[agent.id]} presence connections open on this server "
+                f"already (at most {MAX_PRESENCE_CONNECTIONS}); close some first: one a process is enough.",
+                retry_after=int(PRESENCE_HEARTBEAT_SECONDS),
+                field="instance",
+            )
+        return agent, agents.connect_instance(db, agent, instance)
+
+    agent, connection = await _as_agent(key, request, connect)
+    waiters = app.state.presence_waiters  # store.wakeups.Waiters, woken when the server stops
+
+    async def lines() -> AsyncIterator[str]:
+        first = {
+            "heartbeat_seconds": PRESENCE_HEARTBEAT_SECONDS,
+            "gone_after_seconds": settings.agent_gone_seconds,
+        }
+        open_now[agent.id] += 1
+        try:
+            yield json.dumps(first) + "\n"
+            while not stopping.is_set():
+                mark = waiters.mark()
+                if stopping.is_set():
+                    break
+                await waiters.wait(PRESENCE, mark, PRESENCE_HEARTBEAT_SECONDS)
+                yield "{}\n"
+        finally:
+            open_now[agent.id] -= 1
+            if not stopping.is_set():  # the agent's side closed it (or the network between)
+                _judge_later(app, agent, instance, connection, utcnow())
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+def _judge_later(app: Any, agent: AgentIdentity, instance: str, connection: int, closed_at: datetime) -> None:
+    """In ``agent_gone_seconds``, end the tasks of ``instance`` if it did not connect again."""
+    grace = timedelta(seconds=app.state.settings.agent_gone_seconds)
+
+    def judge() -> list[int] | None:
+        with app_transaction(app) as db:
+            ended = agents.end_tasks_of_a_gone_instance(db, agent, instance, connection, closed_at, grace)
+            helm_locks.release_helm_locks_of_tasks(db, agent, ended or [])
+            return ended
+
+    async def later() -> None:
+        await asyncio.sleep(grace.total_seconds())
+        if app.state.stopping.is_set():
+            return
+        try:
+            ended = await run_in_threadpool(judge)
+        except Exception as error:  # the database is away, say: the tasks' leases decide instead
+            log.warning(
+                "Could not judge whether agent %s's process %s went away: %s", agent.name, instance, error
+            )
+            return
+        who = f"Agent {agent.name}'s process {instance}"
+        if ended is None:
+            log.info("%s closed a presence connection and connected again (or is not known)", who)
+        elif ended:
+            log.warning(
+                "%s closed its connection at %s and did not connect again within %g s; the tasks it ran "
+                "ended failed: %s",
+                who,
+                closed_at.isoformat(timespec="seconds"),
+                grace.total_seconds(),
+                ended,
+            )
+        else:
+            log.info("%s went away (its presence connection closed); it ran no task", who)
+
+    judging: set[asyncio.Task[None]] = app.state.presence_judgements
+    task = asyncio.get_running_loop().create_task(later())
+    judging.add(task)
+    task.add_done_callback(judging.discard)
 
 
 @router.post("/tasks/{task_id}/lease", response_model=TaskSummary)
