@@ -15,6 +15,7 @@ URLs on 127.0.0.1, and the server runs one replica (two would listen on the same
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shlex
 import socket
@@ -59,10 +60,21 @@ StyrminDeployment = create_namespaced_resource("styrmin.io", "v1", "StyrminDeplo
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports on 127.0.0.1 that nothing listens on now: each held bound until
+    all are chosen, so none is chosen twice. Choose them once whatever else listens has started: a
+    port given back is the kernel's next answer to a bind on port 0, such as the local cluster's own
+    (its Prefect pod once failed "Port ... is already in use" on the cluster's port)."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 class Installed:
@@ -153,8 +165,8 @@ def databases() -> Iterator[tuple[str, str]]:
 @pytest.fixture
 def installed(tmp_path: Path, databases: tuple[str, str]) -> Iterator[Installed]:
     styrmin_url, prefect_url = databases
-    server_port, prefect_port, metrics_port = free_port(), free_port(), free_port()
     with LocalCluster(tmp_path / "cluster", [CATALOG, EXAMPLE_DRIVER / "catalog"]) as cluster:
+        server_port, prefect_port, metrics_port = free_ports(3)
         kube = Client(KubeConfig.from_file(cluster.kubeconfig_path), field_manager="install-test")
         result = Installed(
             cluster, kube, f"http://127.0.0.1:{server_port}", f"http://127.0.0.1:{prefect_port}/api"
