@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import schemathesis
@@ -19,10 +20,15 @@ from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
+from styrmin_backend.api.routes.tasks import MAX_WAIT_UNTIL_END_SECONDS
 from styrmin_backend.store.db import make_engine
 
 from ..conftest import _pg_admin, fresh_database_url
 from .conftest import Stack, make_stack
+
+READ_TIMEOUT_SECONDS = MAX_WAIT_UNTIL_END_SECONDS + 30
+"""Longer than the longest long poll a valid request may ask for: Schemathesis's own 10 s cut a read
+of a pending task that asked to wait 10 s (``wait_until_end=10.0``) a moment before it answered."""
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -71,6 +77,22 @@ def api_schema_boundaries(fuzzed_app: tuple[Stack, str]) -> OpenApiSchema:
     return _schema(fuzzed_app, {"coverage"})
 
 
+@schemathesis.hook
+def map_query(_context: schemathesis.HookContext, query: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A valid long poll of a task that never ends (the fuzzed deployment's task stays pending) lasts
+    as long as it asks, up to a minute: half a second here, so that a generated wait of 40 s costs
+    the suite no 40 s. Invalid values go as generated."""
+    wait = (query or {}).get("wait_until_end")
+    if (
+        query
+        and isinstance(wait, int | float)
+        and not isinstance(wait, bool)
+        and 0.5 < wait <= MAX_WAIT_UNTIL_END_SECONDS
+    ):
+        return {**query, "wait_until_end": 0.5}
+    return query
+
+
 @schemathesis.serializer("application/gzip")
 def _driver_archive(_ctx: schemathesis.SerializationContext, value: object) -> bytes:
     """Driver pushes take raw bytes: fuzz them with whatever bytes the schema's binary string gives."""
@@ -86,11 +108,11 @@ schema_boundaries = schemathesis.pytest.from_fixture("api_schema_boundaries")
 def test_api_never_fails_and_keeps_its_schema(case: schemathesis.Case) -> None:
     # Schema-valid requests may still break a product rule (an unknown driver, a token lifetime past
     # the server's maximum): those get a 4xx with a message, so "every valid request is accepted" is off.
-    case.call_and_validate(excluded_checks=[positive_data_acceptance])
+    case.call_and_validate(excluded_checks=[positive_data_acceptance], timeout=READ_TIMEOUT_SECONDS)
 
 
 @pytest.mark.slow
 @schema_boundaries.exclude(path="/api/v1/auth/logout").parametrize()
 @settings(deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_never_fails_and_keeps_its_schema_at_its_boundaries(case: schemathesis.Case) -> None:
-    case.call_and_validate(excluded_checks=[positive_data_acceptance])
+    case.call_and_validate(excluded_checks=[positive_data_acceptance], timeout=READ_TIMEOUT_SECONDS)
