@@ -78,6 +78,14 @@ REQUEST_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=SERVER_REGISTRY,
 )
+AGENT_PROCESSES_GONE = Counter(
+    "styrmin_agent_processes_gone",
+    "Agent processes this server judged gone (their presence connection closed and they did not "
+    "connect again in time), by agent and by whether they ran tasks, which ended failed (a process "
+    "that stops on SIGTERM ends its tasks first).",
+    ["agent", "with_tasks"],
+    registry=SERVER_REGISTRY,
+)
 CLAIM_LATENCY = Histogram(
     "styrmin_task_claim_latency_seconds",
     "Time from a task's request to an agent claiming it.",
@@ -270,6 +278,11 @@ class _Shared(Collector):
 
     def collect(self) -> Iterator[object]:  # type: ignore[override]
         yield from self._source.collect()
+
+
+def observe_agent_process_gone(agent: str, *, with_tasks: bool) -> None:
+    """Count an agent process judged gone (see api.routes.agent.presence)."""
+    AGENT_PROCESSES_GONE.labels(agent=agent, with_tasks=str(with_tasks).lower()).inc()
 
 
 def observe_claim(created_at: datetime, started_at: datetime | None) -> None:

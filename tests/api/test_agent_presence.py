@@ -95,6 +95,15 @@ def _claim(url: str, headers: dict[str, str], instance: str | None = INSTANCE) -
     return answer
 
 
+def _processes_gone(url: str, agent: str) -> float:
+    """``styrmin_agent_processes_gone_total`` of ``agent``'s processes that ran tasks, on the server
+    at ``url`` (the counter is the process's: other tests' judgements count too)."""
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(f'styrmin_agent_processes_gone_total{{agent="{agent}",with_tasks="true"}} '):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def _status(stack: Stack, task_id: int) -> dict[str, Any]:
     answer: dict[str, Any] = stack.client.get(
         f"/api/v1/tasks/{task_id}", headers=stack.headers(stack.token_for("admin"))
@@ -119,6 +128,7 @@ def test_a_task_ends_failed_soon_after_its_agent_process_goes_away_and_lets_go_o
         assert lock.json()["acquired"] is True, lock.text
         time.sleep(2 * GONE_SECONDS)  # open: the task runs on, however long
         assert _status(stack, task_id)["status"] == "running"
+        gone_before = _processes_gone(url, "edge")
     # Closed, as the process's crash closes it: the task ends long before its 600 s lease would.
     wait_for(lambda: _status(stack, task_id)["status"] != "running", timeout=60, message="the task to end")
     task = _status(stack, task_id)
@@ -130,6 +140,8 @@ def test_a_task_ends_failed_soon_after_its_agent_process_goes_away_and_lets_go_o
     with stack.session() as session:
         assert session.query(HelmLockRow).count() == 0
         assert session.query(AgentInstanceRow).count() == 0  # judged gone, forgotten
+    # Operators can alert on it: the server counts the agent's processes it judged gone.
+    assert _processes_gone(url, "edge") == gone_before + 1
     # Its actions token was revoked with the end, and the agent's late calls are refused.
     token = claimed["actions_token"]
     assert stack.client.get("/api/v1/deployments/shop", headers=stack.headers(token)).status_code == 401

@@ -49,7 +49,7 @@ from styrmin_backend.api.schemas import (
 from styrmin_backend.browser_session import SESSION_COOKIE
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated, TooManyAttempts
-from styrmin_backend.metrics import observe_claim, observe_step
+from styrmin_backend.metrics import observe_agent_process_gone, observe_claim, observe_step
 from styrmin_backend.protocol import ClaimedStep, HelmLockAnswer, HelmLockRequest
 from styrmin_backend.services import agents, backup_locations, cancel, drivers, helm_locks, workflow
 from styrmin_backend.services.agents import AgentIdentity
@@ -266,6 +266,8 @@ def _judge_later(app: Any, agent: AgentIdentity, instance: str, connection: int,
             )
             return
         who = f"Agent {agent.name}'s process {instance}"
+        if ended is not None:
+            observe_agent_process_gone(agent.name, with_tasks=bool(ended))
         if ended is None:
             log.info("%s closed a presence connection and connected again (or is not known)", who)
         elif ended:
