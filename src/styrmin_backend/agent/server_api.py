@@ -374,9 +374,9 @@ class ServerApi:
         While it is open, the server knows this process runs. Should the process crash or be killed,
         its connection closes with it, and the server ends the tasks it ran after a few seconds
         (``agent_gone_seconds``) instead of when their leases run out. When the connection ends (a
-        server stopping, a network error), it is opened again at once, on the next server when that
-        one cannot be reached, then with backoff. A server that predates it (404) is asked again a
-        minute later; the leases count meanwhile.
+        server stopping, a proxy, a network error), it is opened again within half a second, on the
+        next server if there are several, then with backoff while none answers. A server that
+        predates it (404) is asked again a minute later; the leases count meanwhile.
         """
         if self.instance is None:
             return
@@ -402,7 +402,7 @@ class ServerApi:
                     attempt = 0
                     async for _heartbeat in response.aiter_lines():
                         pass
-                why = "the server ended it (it is stopping)"
+                why = "ended by the server's side (a server stopping, a proxy)"
             except Exception as error:  # a network error, a server stopping or refusing: open it again
                 why = describe_error(error)
             attempt += 1

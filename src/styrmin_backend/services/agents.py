@@ -360,12 +360,16 @@ def end_tasks_of_a_gone_instance(
     if not outage_rules.instance_went_away(connection, row.connection if row is not None else None):
         return None
     session.delete(row)
+    # Locked as they are read: an end of the agent's that commits meanwhile (it was not gone after
+    # all) leaves its task out, rather than being written over.
     held = session.scalars(
-        select(TaskRow).where(
+        select(TaskRow)
+        .where(
             TaskRow.status == TaskStatus.RUNNING.value,
             TaskRow.claimed_by == agent.id,
             TaskRow.claimed_by_instance == instance,
         )
+        .with_for_update()
     ).all()
     error = outage_rules.agent_gone_error(instance, closed_at, grace)
     for task in held:

@@ -213,7 +213,7 @@ async def presence(
         if open_now[agent.id] >= MAX_PRESENCE_CONNECTIONS:
             raise TooManyAttempts(
                 f"Agent {agent.name} holds {open_now[agent.id]} presence connections open on this server "
-                f"already (at most {MAX_PRESENCE_CONNECTIONS}); close some first: one a process is enough.",
+                f"already (at most {MAX_PRESENCE_CONNECTIONS}); close some first: one per process is enough.",
                 retry_after=int(PRESENCE_HEARTBEAT_SECONDS),
                 field="instance",
             )
