@@ -282,7 +282,8 @@ def tree_pss_mb(root: int, outside: Collection[int] = ()) -> tuple[float, list[t
 
 
 ROLES = ("server and agent", "Prefect server", "fork server and actions", "local cluster", "applications")
-"""The parts of the stack ``cpu_by_role`` counts apart; "server and agent" is the benchmark's own process."""
+"""The parts of the stack ``cpu_by_role`` counts apart; "server and agent" is the benchmark's own process
+(where the server runs) and the agent's process."""
 
 
 def stack_role(pid: int) -> str:
@@ -292,6 +293,8 @@ def stack_role(pid: int) -> str:
     command = command_line(pid)
     if "agent.prefect._process" in command:
         return "fork server and actions"
+    if " -m styrmin_backend.agent " in f" {command} ":
+        return "server and agent"
     if "runpy" in command:
         return "Prefect server"
     if "styrmin_localcluster" in command:

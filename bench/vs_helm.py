@@ -55,7 +55,16 @@ from typing import Any
 
 import helm_python as helm
 import yaml
-from _figures import OPERATORS, ROLES, Operator, cpu_by_role, cpu_seconds, operators
+from _figures import (
+    OPERATORS,
+    ROLES,
+    Operator,
+    command_line,
+    cpu_by_role,
+    cpu_seconds,
+    operators,
+    process_tree,
+)
 
 import styrmin
 from styrmin_backend.cluster.helm import BURST as HELM_BURST
@@ -204,12 +213,11 @@ class HelmShop:
 
 
 def wait_for_a_full_pool(timeout: float = 300) -> float:
-    """Wait until the agent's action fork server is ready (only after it started or died); returns the wait."""
-    from styrmin_backend.metrics import AGENT_REGISTRY
-
+    """Wait until the agent's action fork server runs (only after it died: the stack starts warm); returns
+    the wait."""
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
-        if (AGENT_REGISTRY.get_sample_value("styrmin_agent_runner_processes_ready") or 0) >= 1:
+        if any("agent.prefect._process" in command_line(pid) for pid in process_tree(os.getpid())):
             break
         time.sleep(0.1)
     return time.perf_counter() - started

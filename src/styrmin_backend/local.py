@@ -7,8 +7,10 @@ the agent included, reaches the cluster only through the kubeconfig the local cl
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,8 +23,8 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from styrmin_backend.agent.loop import Agent
 from styrmin_backend.agent.prefect import LocalPrefectServer, PrefectServerError
+from styrmin_backend.agent.process import AgentProcessStart, RelayedLine, log_levels_to_relay, relay
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.api.serving import announce_stop, server_config
 from styrmin_backend.bootstrap import Prepared, prepare_database
@@ -63,11 +65,84 @@ class LocalStyrmin:
         return self.serving.agent.warm.wait(timeout)
 
 
-class _Serving:
-    """The server (uvicorn) and the agent, each on an event loop in a thread of its own.
+class _AgentProcess:
+    """The agent in a process of its own (``python -m styrmin_backend.agent``, see ``agent.process``).
 
-    Apart, so that nothing the agent does on its loop ever delays an answer of the server.
+    Apart, so that the server and the agent each have an interpreter lock: in one process, each
+    request the agent sent waited for the server's answer to give the lock back. Its log records
+    come back on a pipe and are logged here, as this process logs (see ``agent.process``).
     """
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
+        self.warm = threading.Event()
+        """Set once the agent's action fork server is ready (or the process ended)."""
+        self._process: subprocess.Popen[bytes] | None = None
+        self._relaying: threading.Thread | None = None
+
+    def start(self) -> None:
+        start = AgentProcessStart(settings=self.settings, log_levels=log_levels_to_relay())
+        ours, theirs = os.pipe()
+        try:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "styrmin_backend.agent", str(os.getpid()), str(theirs)],
+                stdin=subprocess.PIPE,
+                pass_fds=(theirs,),
+                # A session of its own: a Ctrl-C meant for `styrmin up` leaves it to this process to
+                # stop the agent (SIGTERM, once the server has told its claims to end).
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(ours)
+            raise
+        finally:
+            os.close(theirs)
+        self._relaying = threading.Thread(
+            target=self._relay, args=(ours,), name="styrmin-agent-logs", daemon=True
+        )
+        self._relaying.start()
+        assert self._process.stdin is not None
+        with self._process.stdin as stdin:
+            stdin.write(start.model_dump_json().encode())
+
+    def _relay(self, fd: int) -> None:
+        with open(fd, encoding="utf-8", errors="replace") as lines:
+            for text in lines:
+                try:
+                    line = RelayedLine.model_validate_json(text)
+                except ValueError:
+                    log.warning("The agent process wrote a line that is not a log record: %r", text[:200])
+                    continue
+                if line.warm:
+                    self.warm.set()
+                else:
+                    relay(line)
+        self.warm.set()  # it ended: nobody waits for it any longer
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def stop(self, timeout: float) -> None:
+        """Stop the agent as SIGTERM stops ``styrmin agent`` (its running tasks end first), within
+        ``timeout`` seconds; then kill it."""
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("The agent did not stop within %.0f s; killing it.", timeout)
+                process.kill()
+                process.wait()
+        if self._relaying is not None:
+            self._relaying.join(10)
+
+
+class _Serving:
+    """The server (uvicorn, on an event loop in a thread of its own) and the agent's process."""
 
     def __init__(self, app: FastAPI, settings: Settings, agent_settings: AgentSettings) -> None:
         self.url = settings.effective_public_url
@@ -80,21 +155,13 @@ class _Serving:
                 log_config=None,  # keep the log format the process set (configure_logging)
             )
         )
-        self.agent = Agent(agent_settings)
-        self._agent_loop = asyncio.new_event_loop()
-        self._stop = asyncio.Event()
+        self.agent = _AgentProcess(agent_settings)
         # In a thread, uvicorn leaves the signals to the main thread.
         self._server_thread = threading.Thread(target=self._server.run, name="styrmin-server", daemon=True)
-        self._agent_thread = threading.Thread(
-            target=self._agent_loop.run_until_complete,
-            args=(self.agent.run(self._stop),),
-            name="styrmin-agent",
-            daemon=True,
-        )
 
     @property
     def alive(self) -> bool:
-        return self._server_thread.is_alive() and self._agent_thread.is_alive()
+        return self._server_thread.is_alive() and self.agent.alive
 
     def start(self) -> None:
         """Start serving; returns once the server accepts requests (the agent starts beside it)."""
@@ -103,14 +170,12 @@ class _Serving:
             if not self._server_thread.is_alive():
                 raise RuntimeError(f"The Styrmin server did not start on {self.url}; see the log above.")
             time.sleep(0.05)
-        self._agent_thread.start()
+        self.agent.start()
 
     def stop(self) -> None:
         """Stop the agent once its running tasks have ended, then the server."""
         announce_stop(self._app)  # the agent's claim (a long poll) answers at once
-        if self._agent_thread.is_alive():
-            self._agent_loop.call_soon_threadsafe(self._stop.set)
-            self._agent_thread.join(60)
+        self.agent.stop(60)
         self._server.should_exit = True
         self._server_thread.join(30)
 

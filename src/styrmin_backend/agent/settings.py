@@ -13,7 +13,8 @@ from styrmin_backend.cluster.connection import SERVICE_ACCOUNT_DIR
 class AgentSettings(BaseSettings):
     """Every setting of the agent, with its default (see docs/configuration.md)."""
 
-    model_config = SettingsConfigDict(env_prefix="STYRMIN_AGENT_", extra="ignore")
+    # By name too: the agent process of `styrmin up` gets its settings as JSON (agent.process).
+    model_config = SettingsConfigDict(env_prefix="STYRMIN_AGENT_", extra="ignore", populate_by_name=True)
 
     server_url: str = Field(
         default="http://127.0.0.1:8080",

@@ -1,7 +1,8 @@
 """Kubernetes access (lightkube) and Helm (helm-python-sdk), through a kubeconfig only.
 
-``HelmReleases`` loads on first use: an action's process reaches the cluster through this package and
-never calls Helm, so it does without Helm's Go library and its runtime.
+Each name loads on first use. An action's process reaches the cluster through this package and never
+calls Helm, so it does without Helm's Go library and its runtime; a process that reads only the
+connection's settings (``styrmin up``'s server reads the agent's) does without lightkube.
 """
 
 from __future__ import annotations
@@ -9,16 +10,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from styrmin_backend.cluster.kube import ClusterAccess, ClusterError, ReplicasChanged
-
 if TYPE_CHECKING:
     from styrmin_backend.cluster.helm import HelmReleases
+    from styrmin_backend.cluster.kube import ClusterAccess, ClusterError, ReplicasChanged
+
+_MODULE_OF = {
+    "ClusterAccess": "kube",
+    "ClusterError": "kube",
+    "ReplicasChanged": "kube",
+    "HelmReleases": "helm",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name != "HelmReleases":
+    if name not in _MODULE_OF:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = importlib.import_module(f"{__name__}.helm").HelmReleases
+    value = getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
     globals()[name] = value
     return value
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lightkube import KubeConfig
+if TYPE_CHECKING:
+    from lightkube import KubeConfig
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 """Where Kubernetes mounts a pod's service-account token, CA (ca.crt) and namespace."""
@@ -60,6 +61,8 @@ class ClusterConnection:
 
     def lightkube_config(self) -> KubeConfig:
         """The configuration of a lightkube client."""
+        from lightkube import KubeConfig  # on first use: a process that only reads settings needs none
+
         if self.service_account_dir is not None:
             return KubeConfig.from_service_account(self.service_account_dir)
         assert self.kubeconfig is not None  # one of the two is always set

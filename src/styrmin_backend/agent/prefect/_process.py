@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
 import inspect
 import io
@@ -32,9 +31,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from styrmin_backend.agent.lifetime import die_with
 from styrmin_backend.agent.prefect import _compat, _protocol
 from styrmin_backend.domain.limits import REDACTED
 from styrmin_backend.domain.secrets import is_secret_name
+from styrmin_backend.memory import give_back_the_free_heap
 
 
 class _Channel:
@@ -50,19 +51,6 @@ class _Channel:
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view) :]
-
-
-def _die_with(parent_pid: int) -> None:
-    """Ask Linux to kill this process when its parent (the agent, or the fork server) dies, so no
-    action outlives the agent that ran it."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the agent's process group kill still applies
-        pass
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
 
 
 def _warm_up() -> None:
@@ -316,7 +304,7 @@ def _become_the_action(fd: int, server_pid: int, closing: list[Any]) -> None:
                 owned.close() if hasattr(owned, "close") else os.close(owned)
         for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
             signal.signal(number, signal.SIG_DFL)
-        _die_with(server_pid)
+        die_with(server_pid)
         random.seed()  # flow run names come from `random`: each action's must differ from its siblings'
         job = _read_job(fd)
         channel = _Channel(fd)
@@ -369,7 +357,7 @@ def _serve(control: socket.socket) -> int:
 
 def main(argv: list[str]) -> int:
     control = socket.socket(fileno=int(argv[1]))
-    _die_with(int(argv[2]))
+    die_with(int(argv[2]))
     _warm_up()
     plain_console_unless_a_terminal()
     from styrmin_backend.actions._real import wire_real_backend
@@ -383,7 +371,7 @@ def main(argv: list[str]) -> int:
     # to every page it touched).
     gc.collect()
     gc.freeze()
-    _give_back_the_free_heap()
+    give_back_the_free_heap()
     return _serve(control)
 
 
@@ -418,12 +406,6 @@ def _is_a_terminal(stream: Any) -> bool:
     with contextlib.suppress(Exception):
         return bool(stream.isatty())
     return False
-
-
-def _give_back_the_free_heap() -> None:
-    """Return the heap the warm-up freed to the system: less memory held for as long as the agent runs."""
-    with contextlib.suppress(OSError, AttributeError):  # not glibc
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 if __name__ == "__main__":
