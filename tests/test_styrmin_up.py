@@ -202,3 +202,21 @@ def test_up_logs_one_json_object_a_line_when_asked_as_the_server_does(tmp_path: 
     assert any(entry["logger"].startswith("uvicorn") for entry in entries), up.output
     assert all({"time", "level", "logger", "message"} <= entry.keys() for entry in entries)
     assert not [line for line in _lines(up.output) if re.match(r"(INFO|WARNING|ERROR):\s", line)], up.output
+
+
+def test_up_stops_with_an_error_when_its_agent_process_dies(tmp_path: Path) -> None:
+    with running("up", {"STYRMIN_DATA_DIR": str(tmp_path / "data")}, tmp_path / "up.log") as up:
+        tasks = Path(f"/proc/{up.process.pid}/task").iterdir()
+        children = [pid for task in tasks for pid in (task / "children").read_text().split()]
+        agents = [
+            int(pid)
+            for pid in children
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3]
+            == [b"-m", b"styrmin_backend.agent"]
+        ]
+        assert len(agents) == 1, up.output
+        os.kill(agents[0], signal.SIGKILL)
+        up.process.wait(STOP_SECONDS)
+    assert up.process.returncode == 1, up.output
+    assert "The agent process ended by itself (exit code -9): Styrmin stops." in up.output
+    assert _lines(up.output)[-1] == "Styrmin stopped."

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,7 @@ class _AgentProcess:
         """Set once the agent's action fork server is ready (or the process ended)."""
         self._process: subprocess.Popen[bytes] | None = None
         self._relaying: threading.Thread | None = None
+        self._stopping = False
 
     def start(self) -> None:
         start = AgentProcessStart(settings=self.settings, log_levels=log_levels_to_relay())
@@ -115,9 +116,16 @@ class _AgentProcess:
                     continue
                 if line.warm:
                     self.warm.set()
-                else:
+                    continue
+                try:
                     relay(line)
+                except Exception:  # keep reading whatever a handler does: a full pipe would stall the agent
+                    log.exception("Could not log a record of the agent process")
         self.warm.set()  # it ended: nobody waits for it any longer
+        if not self._stopping and self._process is not None:
+            with suppress(subprocess.TimeoutExpired):
+                code = self._process.wait(10)
+                log.error("The agent process ended by itself (exit code %s): Styrmin stops.", code)
 
     @property
     def alive(self) -> bool:
@@ -130,6 +138,7 @@ class _AgentProcess:
         if process is None:
             return
         if process.poll() is None:
+            self._stopping = True  # else it ended by itself, and the relay says so
             process.terminate()
             try:
                 process.wait(timeout)

@@ -184,6 +184,7 @@ def run_up(settings: Settings, console: Console) -> None:
     ) as local:
         _print_how_to_reach(console, settings, local)
         _wait_until_stopped(local, stop)
+        failed = not stop.is_set()  # the server or the agent ended by itself (the log says which)
         factory = make_session_factory(prepared.engine)
         _say_what_stopping_waits_for(console, factory, "Stopping Styrmin: waiting for")
         stopped = threading.Event()
@@ -195,3 +196,5 @@ def run_up(settings: Settings, console: Console) -> None:
         ).start()
     stopped.set()
     console.print("Styrmin stopped.", soft_wrap=True)
+    if failed:
+        raise SystemExit(1)
