@@ -188,6 +188,17 @@ def free_port() -> int:
         return port
 
 
+def hold_free_ports(count: int) -> list[socket.socket]:
+    """``count`` sockets bound to free loopback ports, held until closed: a process that picks a free
+    port meanwhile (the Prefect server, the local cluster) cannot pick one of them."""
+    held = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        held.append(sock)
+    return held
+
+
 BENCH_SECRET_KEY = Fernet.generate_key().decode()
 """The key of secret values for the servers of one bench run (a server on PostgreSQL needs one)."""
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 import psycopg
-from _figures import free_port
+from _figures import free_port, hold_free_ports
 from cryptography.fernet import Fernet
 from multi_server import (
     _TASK_STARTED,
@@ -122,6 +122,10 @@ def outage_stack(
         # Prefect's start (about 16 s) runs beside the local cluster's and the servers': only the agents
         # need it.
         pool = stack.enter_context(ThreadPoolExecutor(2))
+        # The servers' ports are held from before Prefect and the cluster pick theirs until the servers
+        # start: Prefect binds its port only once it has started, which the servers' start may precede.
+        held = hold_free_ports(2)
+        ports = [sock.getsockname()[1] for sock in held]
         prefect = LocalPrefectServer(work / "prefect")
         prefect_started = pool.submit(prefect.start, timeout=300)
 
@@ -132,7 +136,8 @@ def outage_stack(
         stack.callback(stop_prefect)
         cluster = stack.enter_context(LocalCluster(work / "cluster", [EXAMPLE_DRIVER / "catalog"]))
         secret_key = Fernet.generate_key().decode()
-        ports = [free_port(), free_port()]
+        for sock in held:
+            sock.close()
         urls = [f"http://127.0.0.1:{port}" for port in ports]
         servers: list[Process] = []
 
