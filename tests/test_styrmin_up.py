@@ -206,17 +206,31 @@ def test_up_logs_one_json_object_a_line_when_asked_as_the_server_does(tmp_path: 
 
 def test_up_stops_with_an_error_when_its_agent_process_dies(tmp_path: Path) -> None:
     with running("up", {"STYRMIN_DATA_DIR": str(tmp_path / "data")}, tmp_path / "up.log") as up:
-        tasks = Path(f"/proc/{up.process.pid}/task").iterdir()
-        children = [pid for task in tasks for pid in (task / "children").read_text().split()]
-        agents = [
-            int(pid)
-            for pid in children
-            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3]
-            == [b"-m", b"styrmin_backend.agent"]
-        ]
+        # The server answers before the agent process starts: wait for it, generously.
+        deadline = time.monotonic() + START_SECONDS
+        while not (agents := _agent_processes(up.process.pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert len(agents) == 1, up.output
         os.kill(agents[0], signal.SIGKILL)
         up.process.wait(STOP_SECONDS)
     assert up.process.returncode == 1, up.output
     assert "The agent process ended by itself (exit code -9): Styrmin stops." in up.output
     assert _lines(up.output)[-1] == "Styrmin stopped."
+
+
+def _agent_processes(parent: int) -> list[int]:
+    """The `python -m styrmin_backend.agent` children of `parent`."""
+    children = [
+        pid
+        for task in Path(f"/proc/{parent}/task").iterdir()
+        for pid in (task / "children").read_text().split()
+    ]
+    agents = []
+    for pid in children:
+        try:
+            arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:3]
+        except FileNotFoundError:  # a child that ended since it was listed
+            continue
+        if arguments == [b"-m", b"styrmin_backend.agent"]:
+            agents.append(int(pid))
+    return agents
