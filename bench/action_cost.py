@@ -14,7 +14,8 @@ with a driver whose only action is an empty upgrade core action, then prints, ea
   (200 requests each, from a process of their own, as a browser is);
 - ``--fleet N`` (default 20): N deployments upgraded at once, ``--fleet-rounds`` times (default 3);
   each round's time and CPU (per upgrade, and how many cores were busy), and the median beside a
-  lone upgrade's.
+  lone upgrade's; then the peer: as many Helm releases of the same chart upgraded at once
+  (``_helm_fleet.py``), beside a lone Helm upgrade.
 
 The timed upgrades are requested and waited for from processes of their own (``_figures.Operator``), as
 an operator's script would: their CPU and memory are not counted as the stack's.
@@ -25,10 +26,13 @@ an operator's script would: their CPU and memory are not counted as the stack's.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -230,6 +234,7 @@ def fleet(stack: StyrminStack, team: list[Operator], rounds: int) -> None:
                 + ", ".join(f"{role} {parts[role] / size:.3f}" for role in ROLES[:3])
                 + ")"
             )
+    helm_lone, helm_together = helm_fleet(stack, size, rounds)
     lone_median, median = statistics.median(lone), statistics.median(together)
     print(f"\n{size} deployments upgraded at once, {rounds} times ({load()}):")
     print(
@@ -237,6 +242,29 @@ def fleet(stack: StyrminStack, team: list[Operator], rounds: int) -> None:
         f"{median / lone_median:.2f}x   (target <= {FLEET_RATIO_TARGET:g}x: "
         f"{verdict(median / lone_median <= FLEET_RATIO_TARGET)})"
     )
+    helm_lone_median, helm_median = statistics.median(helm_lone), statistics.median(helm_together)
+    print(
+        f"  the peer, Helm: {size} releases of the same chart upgraded at once (`helm upgrade --wait`, no"
+        f" hook, a process each), median {helm_median:.2f} s (p90 {percentile(helm_together, 0.9):.2f}), a lone upgrade"
+        f" {helm_lone_median:.2f} s: {helm_median / helm_lone_median:.2f}x; Styrmin's median at once is"
+        f" {median / helm_median:.2f}x Helm's"
+    )
+
+
+def helm_fleet(stack: StyrminStack, size: int, rounds: int) -> tuple[list[float], list[float]]:
+    """Seconds of Helm's lone upgrades and of its upgrades at once (``_helm_fleet.py``, a process of its
+    own), against the stack's local cluster, after Styrmin's rounds."""
+    script = Path(__file__).resolve().with_name("_helm_fleet.py")
+    kubeconfig = str(stack.cluster.kubeconfig_path)
+    done = subprocess.run(
+        [sys.executable, str(script), kubeconfig, str(size), str(rounds)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    figures = json.loads(done.stdout.splitlines()[-1])
+    return figures["lone"], figures["together"]
 
 
 def many(stack: StyrminStack, count: int, idle_seconds: float) -> None:

@@ -182,11 +182,11 @@ class HelmShop:
             "migrateHook": migrate,
         }
 
-    def install(self, version: str) -> None:
+    def install(self, version: str, migrate: bool = True) -> None:
         self.config.install(
             str(self.chart),
             "shop",
-            self.values(version, 1, True),
+            self.values(version, 1, migrate),
             namespace=self.namespace,
             create_namespace=True,
             wait="watcher",
@@ -206,6 +206,21 @@ class HelmShop:
                 timeout=120,
                 max_history=HELM_CLI_HISTORY_MAX,
             )
+        return time.perf_counter() - started
+
+    def upgrade_once(self, version: str) -> float:
+        """Seconds for one `helm upgrade --wait` to a new image tag, no hook: what an empty action's
+        upgrade applies."""
+        started = time.perf_counter()
+        self.config.upgrade(
+            str(self.chart),
+            "shop",
+            self.values(version, 1, False),
+            namespace=self.namespace,
+            wait="watcher",
+            timeout=120,
+            max_history=HELM_CLI_HISTORY_MAX,
+        )
         return time.perf_counter() - started
 
 
