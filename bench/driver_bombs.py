@@ -100,12 +100,14 @@ def _tar(files: dict[str, bytes], *, directories: tuple[str, ...] = ()) -> bytes
     return buffer.getvalue()
 
 
-def _driver(spec: str = SPEC, template: str = WORKLOAD, **extra: bytes) -> dict[str, bytes]:
+def _driver(
+    spec: str = SPEC, template: str = WORKLOAD, files: dict[str, bytes] | None = None
+) -> dict[str, bytes]:
     return {
         "driver.styrmin.yml": spec.encode(),
         "chart/Chart.yaml": CHART_YAML.encode(),
         "chart/templates/workload.yaml": template.encode(),
-        **extra,
+        **(files or {}),
     }
 
 
@@ -121,7 +123,7 @@ def nesting_bomb() -> bytes:
 
 def values_alias_bomb() -> bytes:
     """The chart's values.yaml holds the alias bomb."""
-    return _tar(_driver(**{"chart/values.yaml": ALIAS_BOMB.encode()}))
+    return _tar(_driver(files={"chart/values.yaml": ALIAS_BOMB.encode()}))
 
 
 def template_alias_bomb() -> bytes:
@@ -152,7 +154,7 @@ def gzip_bomb() -> bytes:
 
 def file_and_folder() -> bytes:
     """A tar that holds both a file ``chart/x`` and a file ``chart/x/y``."""
-    return _tar(_driver(**{"chart/x": b"file", "chart/x/y": b"file inside"}))
+    return _tar(_driver(files={"chart/x": b"file", "chart/x/y": b"file inside"}))
 
 
 def big_render() -> bytes:

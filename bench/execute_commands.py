@@ -26,10 +26,12 @@ import tracemalloc
 from pathlib import Path
 
 from _figures import percentile
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
 
 from styrmin_backend.actions import GlobalContext, execute_commands
 from styrmin_backend.actions._kube import LightkubeCluster, kube_client
+from styrmin_backend.actions._real import wire_real_backend
 from styrmin_backend.actions._tail import OutputTail
 from styrmin_localcluster import LocalCluster
 
@@ -100,8 +102,9 @@ async def big_log(megabytes: int) -> tuple[float, int, float]:
 
 
 async def main(rounds: int, log_mb: int) -> None:
+    wire_real_backend()  # as an action's process does: the primitives reach the cluster of KUBECONFIG
     await kube_client().apply(
-        Namespace.from_dict({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        Namespace(apiVersion="v1", kind="Namespace", metadata=ObjectMeta(name=NAMESPACE))
     )
     seconds = await overhead(rounds)
     p50, p99 = statistics.median(seconds) * 1000, percentile(seconds, 0.99) * 1000

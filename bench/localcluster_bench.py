@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
@@ -74,7 +75,7 @@ def _timed(call: object, rounds: int, warmup: int = 3) -> list[float]:
     return samples
 
 
-def _pod(index: int) -> dict:
+def _pod(index: int) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -151,7 +152,7 @@ def bench_job_start(http: httpx.Client, data_dir: Path, jobs: int) -> None:
             }
             created = time.time()
             http.post("/apis/batch/v1/namespaces/bench-jobs/jobs", json=body).raise_for_status()
-            pods = []
+            pods: list[dict[str, Any]] = []
             deadline = time.monotonic() + 30
             while not pods and time.monotonic() < deadline:
                 pods = http.get(

@@ -79,6 +79,7 @@ def seed(url: str, data_dir: Path, history_tasks: int = HISTORY_TASKS) -> int:
                 if number < history_tasks - 2:  # history: ended tasks; the newest is the long one
                     workflow.start_task(session, task.id)
                     workflow.end_task(session, task.id, error=None)
+    assert task is not None
     with transaction(factory) as session:
         workflow.start_task(session, task.id)
         for number in range(STEPS):
