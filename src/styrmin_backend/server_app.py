@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Engine
 
-from styrmin_backend.api import install_api
+from styrmin_backend.api import RefuseNulInRequestLine, install_api
 from styrmin_backend.memory import keep_started_objects_out_of_garbage_collections
 from styrmin_backend.metrics import RequestMetrics, server_registry
 from styrmin_backend.prefect_logs import PrefectLogReader
@@ -24,7 +24,7 @@ from styrmin_backend.settings import Settings
 from styrmin_backend.store.claim_wakeups import ClaimWakeups
 from styrmin_backend.store.db import database_unavailable, make_session_factory, transaction
 from styrmin_backend.store.wakeups import LOCATION_CHECK, Waiters
-from styrmin_backend.web import install_web
+from styrmin_backend.web import install_web, refused_page
 
 
 def create_app(settings: Settings, engine: Engine) -> FastAPI:
@@ -68,6 +68,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.flow_run_logs = lambda: PrefectLogReader(app.state.settings.effective_prefect_api_url)
     install_api(app)
     install_web(app)
+    app.add_middleware(RefuseNulInRequestLine, page=refused_page)
     app.add_middleware(RequestMetrics)
     return app
 

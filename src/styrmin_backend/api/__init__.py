@@ -1,5 +1,6 @@
 """The REST API under /api/v1."""
 
 from styrmin_backend.api.app import install_api
+from styrmin_backend.api.request_line import RefuseNulInRequestLine
 
-__all__ = ["install_api"]
+__all__ = ["RefuseNulInRequestLine", "install_api"]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
+from styrmin_backend.web._common import render
 from styrmin_backend.web.pages import ROUTES
 
 STATIC_PATH = "/static"
@@ -18,3 +20,8 @@ def install_web(app: FastAPI) -> None:
     # As they are, not through include_router: see styrmin_backend.api.app.install_api.
     app.router.routes.extend(ROUTES)
     app.mount(STATIC_PATH, StaticFiles(directory=Path(__file__).parent / "static"), name="static")
+
+
+def refused_page(request: Request, message: str) -> Response:
+    """The page that refuses a request the server cannot act on (422), saying what to change."""
+    return render(request, "error.html", None, 422, title="The request was refused", message=message)
