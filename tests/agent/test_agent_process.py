@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+import styrmin
 from styrmin_backend.agent.process import AgentProcessStart, RelayedLine
 from styrmin_backend.agent.settings import AgentSettings
 from styrmin_backend.testing import StyrminStack
+from tests.support.waiting import wait_for
 
 from .conftest import Stack
 
@@ -58,6 +60,16 @@ def test_the_stacks_agent_runs_apart_with_its_key_out_of_sight(whole_stack: Styr
     for seen in (" ".join(command), environment):
         assert "sta_" not in seen  # an agent key's prefix: the key came on stdin
         assert "STYRMIN_AGENT_KEY" not in seen
+
+
+def test_the_stacks_agent_process_is_listed_as_connected(whole_stack: StyrminStack) -> None:
+    def listed() -> list[styrmin.AgentProcess]:
+        return [process for agent in whole_stack.client.agents.list() for process in agent.processes]
+
+    wait_for(lambda: len(listed()) == 1, timeout=60, message="the agent's process in the agents list")
+    (process,) = listed()
+    assert process.instance.startswith("styrmin-agent:")
+    assert process.connected_at <= process.seen_at
 
 
 def test_the_agents_log_records_reach_the_process_that_started_it(

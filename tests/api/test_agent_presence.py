@@ -20,8 +20,9 @@ from styrmin_backend.server_app import create_app
 from styrmin_backend.store.models import AgentInstanceRow, HelmLockRow
 from tests.support.loopback import served
 from tests.support.waiting import wait_for
+from tests.web.conftest import login_client
 
-from .conftest import Stack
+from .conftest import ADMIN_PASSWORD, Stack
 
 GONE_SECONDS = 1.0
 INSTANCE = "styrmin-agent:0123456789ab"
@@ -299,3 +300,61 @@ def test_the_server_keeps_the_instances_that_connected_last_of_each_agent(
         (other.id, INSTANCE),
         *((agent.id, f"styrmin-agent:00000000000{number}") for number in (3, 4, 5)),
     }
+
+
+def _listed(stack: Stack) -> dict[str, list[dict[str, Any]]]:
+    """Agent name -> the processes ``GET /api/v1/agents`` lists as connected."""
+    answer = stack.client.get("/api/v1/agents", headers=stack.headers(stack.token_for("admin")))
+    assert answer.status_code == 200, answer.text
+    return {agent["name"]: agent["processes"] for agent in answer.json()}
+
+
+def test_the_agents_list_and_page_show_each_connected_process_and_the_tasks_it_runs(
+    stack: Stack, served_app: tuple[Any, str]
+) -> None:
+    _app, url = served_app
+    task_id = _deploy(stack)
+    agent = _agent(stack)
+    idle = "styrmin-agent:0000000000ff"
+    with presence(url, agent), presence(url, agent, instance=idle):
+        assert _claim(url, agent)["task"]["id"] == task_id
+        listed = _listed(stack)["edge"]
+        assert [(p["instance"], p["running_tasks"]) for p in listed] == [(INSTANCE, [task_id]), (idle, [])]
+        assert all(p["connected_at"] <= p["seen_at"] for p in listed)
+
+        login_client(stack.client, "admin", ADMIN_PASSWORD)
+        page = stack.client.get("/agents")
+        assert page.status_code == 200
+        processes = page.text.split('aria-label="Processes of agent edge"', 1)[1].split("</ul>", 1)[0]
+        assert INSTANCE in processes and idle in processes
+        assert f'<a href="/tasks/{task_id}">task {task_id}</a>' in processes
+    # Closed, and judged gone: neither is listed any more.
+    wait_for(lambda: _listed(stack)["edge"] == [], timeout=60, message="the processes to leave the list")
+    assert "none connected" in stack.client.get("/agents").text
+
+
+def test_a_process_whose_server_no_longer_notes_it_leaves_the_list(stack: Stack) -> None:
+    from sqlalchemy import update
+
+    from styrmin_backend.clock import utcnow
+    from styrmin_backend.domain.outages import INSTANCE_SEEN_WITHIN
+    from styrmin_backend.services import agents
+
+    key = _agent(stack)["Authorization"].removeprefix("Bearer ")
+    with stack.session() as session:
+        edge = agents.authenticate_agent(session, key)
+        connection = agents.connect_instance(session, edge, INSTANCE)
+    assert [p["instance"] for p in _listed(stack)["edge"]] == [INSTANCE]
+
+    def seen_long_ago() -> None:  # as a server that crashed while holding the connection leaves it
+        with stack.session() as session:
+            session.execute(update(AgentInstanceRow).values(seen_at=utcnow() - 2 * INSTANCE_SEEN_WITHIN))
+
+    seen_long_ago()
+    assert _listed(stack)["edge"] == []
+    with stack.session() as session:  # a heartbeat of an older connection: a newer one's server notes it
+        agents.note_instance_seen(session, edge, INSTANCE, connection - 1)
+    assert _listed(stack)["edge"] == []
+    with stack.session() as session:  # a heartbeat of its connection
+        agents.note_instance_seen(session, edge, INSTANCE, connection)
+    assert [p["instance"] for p in _listed(stack)["edge"]] == [INSTANCE]

@@ -321,6 +321,7 @@ def test_an_admin_registers_an_agent_and_copies_its_key(new_page: Any, live_serv
     key = page.get_by_label("Key of agent eu-west-1")
     expect(key).to_contain_text("sta_")
     expect(page.locator('tr[data-agent="eu-west-1"]')).to_contain_text("Never connected")
+    expect(page.locator('tr[data-agent="eu-west-1"]')).to_contain_text("none connected")
     screenshot(page, "agents")
     page.get_by_role("button", name="Revoke agent eu-west-1").click()
     page.get_by_role("button", name="Revoke eu-west-1").click()

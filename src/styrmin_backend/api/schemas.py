@@ -415,12 +415,24 @@ class AgentCreateRequest(Strict):
     cluster: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "local"
 
 
+class AgentProcessOut(Answer):
+    instance: str = Field(description="The process's name, as its flow runs' tags carry it in Prefect.")
+    connected_at: datetime = Field(description="When it opened its presence connection (its latest).")
+    seen_at: datetime = Field(description="When its server last noted it there (every 15 s).")
+    running_tasks: list[int] = Field(description="The running tasks it claimed, oldest first.")
+
+
 class AgentOut(Answer):
     name: str
     cluster: str
     created_at: datetime
     revoked: bool
     last_seen_at: datetime | None
+    processes: list[AgentProcessOut] = Field(
+        default=[],
+        description="Its processes that hold a presence connection to a server now; empty in the answers "
+        "that register an agent, issue its key or revoke it.",
+    )
 
 
 class IssuedAgentKeyOut(BaseModel):

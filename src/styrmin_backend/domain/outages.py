@@ -79,6 +79,22 @@ def instance_went_away(connection_closed: int, connection_now: int | None) -> bo
     return connection_now is not None and connection_now == connection_closed
 
 
+PRESENCE_HEARTBEAT_SECONDS = 15.0
+"""How often a presence connection carries a line, and its server notes that the instance is there:
+often enough that no proxy closes it as idle (nginx waits 60 s by default), and that an agent
+notices a server that stopped answering."""
+INSTANCE_SEEN_WITHIN = timedelta(seconds=2 * PRESENCE_HEARTBEAT_SECONDS + 5)
+"""An instance whose server noted it this recently still holds its presence connection: two missed
+heartbeats, and a margin for a slow write, mean that its server is gone (a crashed server leaves
+its instances' rows behind, and judges no one)."""
+
+
+def instance_connected(seen_at: datetime, now: datetime) -> bool:
+    """Whether an agent's instance last noted at ``seen_at`` (a heartbeat of its presence connection, or
+    its connection) holds its presence connection at ``now``."""
+    return now - seen_at <= INSTANCE_SEEN_WITHIN
+
+
 def agent_gone_error(instance: str, closed_at: datetime, grace: timedelta) -> str:
     """The error of a task whose agent's instance went away (see :func:`instance_went_away`)."""
     return AGENT_GONE_ERROR.format(instance=instance, at=when(closed_at), grace=grace.total_seconds())

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, delete, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import as_utc, utcnow
@@ -87,6 +87,18 @@ class AgentIdentity:
     """When the server last noted that the agent called (read with the key, so a claim need not)."""
 
 
+class AgentProcess(ReadModel):
+    """A running process of an agent (its instance) that holds a presence connection to a server."""
+
+    instance: str
+    connected_at: datetime
+    """When it opened its presence connection (its latest, on whichever server)."""
+    seen_at: datetime
+    """When the server holding that connection last noted it (every heartbeat, 15 s)."""
+    running_tasks: list[int] = []
+    """The running tasks it claimed, oldest first."""
+
+
 class Agent(ReadModel):
     """A registered agent, as administrators see it (never its key)."""
 
@@ -95,6 +107,8 @@ class Agent(ReadModel):
     created_at: datetime
     revoked_at: datetime | None
     last_seen_at: datetime | None
+    processes: list[AgentProcess] = []
+    """Its processes that hold a presence connection now (``outage_rules.instance_connected``)."""
 
     @property
     def revoked(self) -> bool:
@@ -144,8 +158,47 @@ def rotate_agent_key(session: Session, name: str, cluster: str) -> str:
 
 
 def list_agents(session: Session) -> list[Agent]:
-    """Every registered agent, by name."""
-    return [Agent.model_validate(row) for row in session.scalars(select(AgentRow).order_by(AgentRow.name))]
+    """Every registered agent, by name, with its processes that hold a presence connection now."""
+    processes = _connected_processes(session)
+    return [
+        Agent.model_validate(row).model_copy(update={"processes": processes.get(row.id, [])})
+        for row in session.scalars(select(AgentRow).order_by(AgentRow.name))
+    ]
+
+
+def _connected_processes(session: Session) -> dict[int, list[AgentProcess]]:
+    """Agent id -> its instances seen within ``INSTANCE_SEEN_WITHIN``, oldest connection first, each
+    with the running tasks it claimed. Two reads, whatever the number of agents."""
+    now = utcnow()
+    seen = func.coalesce(AgentInstanceRow.seen_at, AgentInstanceRow.connected_at)
+    rows = session.execute(
+        select(AgentInstanceRow.agent_id, AgentInstanceRow.instance, AgentInstanceRow.connected_at, seen)
+        .where(seen >= now - outage_rules.INSTANCE_SEEN_WITHIN)
+        .order_by(AgentInstanceRow.connected_at, AgentInstanceRow.instance)
+    ).all()
+    if not rows:
+        return {}
+    running: dict[tuple[int, str], list[int]] = {}
+    for claimed_by, claimed_by_instance, task_id in session.execute(
+        select(TaskRow.claimed_by, TaskRow.claimed_by_instance, TaskRow.id)
+        .where(TaskRow.status == TaskStatus.RUNNING.value, TaskRow.claimed_by_instance.is_not(None))
+        .order_by(TaskRow.id)
+    ):
+        if claimed_by is not None and claimed_by_instance is not None:
+            running.setdefault((claimed_by, claimed_by_instance), []).append(task_id)
+    processes: dict[int, list[AgentProcess]] = {}
+    for agent_id, instance, connected_at, seen_at in rows:
+        if not outage_rules.instance_connected(as_utc(seen_at), now):
+            continue  # the database's clock and ours: the rule decides
+        processes.setdefault(agent_id, []).append(
+            AgentProcess(
+                instance=instance,
+                connected_at=as_utc(connected_at),
+                seen_at=as_utc(seen_at),
+                running_tasks=running.get((agent_id, instance), []),
+            )
+        )
+    return processes
 
 
 def revoke_agent(session: Session, name: str) -> Agent:
@@ -308,12 +361,18 @@ def connect_instance(session: Session, agent: AgentIdentity, instance: str) -> i
     now = utcnow()
     key = {"agent_id": agent.id, "instance": instance}
     insert_unless_present(
-        session, AgentInstanceRow, ["agent_id", "instance"], **key, connection=0, connected_at=now
+        session,
+        AgentInstanceRow,
+        ["agent_id", "instance"],
+        **key,
+        connection=0,
+        connected_at=now,
+        seen_at=now,
     )
     session.execute(
         update(AgentInstanceRow)
         .where(AgentInstanceRow.agent_id == agent.id, AgentInstanceRow.instance == instance)
-        .values(connection=AgentInstanceRow.connection + 1, connected_at=now)
+        .values(connection=AgentInstanceRow.connection + 1, connected_at=now, seen_at=now)
         .execution_options(synchronize_session=False)
     )
     newest = (
@@ -338,6 +397,22 @@ def connect_instance(session: Session, agent: AgentIdentity, instance: str) -> i
     )
     assert number is not None  # inserted or kept above, in this transaction
     return number
+
+
+def note_instance_seen(session: Session, agent: AgentIdentity, instance: str, connection: int) -> None:
+    """Note that ``instance`` of ``agent`` still holds its presence connection number ``connection``
+    (a heartbeat of it); nothing when the instance connected again since, where the newer connection's
+    server notes it."""
+    session.execute(
+        update(AgentInstanceRow)
+        .where(
+            AgentInstanceRow.agent_id == agent.id,
+            AgentInstanceRow.instance == instance,
+            AgentInstanceRow.connection == connection,
+        )
+        .values(seen_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
 
 
 def end_tasks_of_a_gone_instance(

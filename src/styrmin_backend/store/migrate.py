@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 
-HEAD_REVISION: Final = "0011_agent_instances"
+HEAD_REVISION: Final = "0012_agent_instances_seen"
 """The newest migration in ``migrations/versions``: set it to the ``revision`` of each new migration
 (``tests/store/test_migrations.py`` checks it against Alembic's reading of the files)."""
 

@@ -110,6 +110,8 @@ class AgentInstanceRow(Base):
     instance: Mapped[str] = mapped_column(String(64), primary_key=True)
     connection: Mapped[int] = mapped_column(Integer)
     connected_at: Mapped[datetime]
+    seen_at: Mapped[datetime | None]
+    """When the server holding its presence connection last noted it (its connection or a heartbeat)."""
 
 
 class DriverRow(Base):

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from styrmin.models import (
         Agent,
         AgentKey,
+        AgentProcess,
         Backup,
         BackupChange,
         BackupFile,
@@ -80,6 +81,7 @@ _WHERE = {
     "APIError": "styrmin.errors",
     "Agent": "styrmin.models",
     "AgentKey": "styrmin.models",
+    "AgentProcess": "styrmin.models",
     "AsyncClient": "styrmin._async_client",
     "AuthenticationError": "styrmin.errors",
     "BadRequestError": "styrmin.errors",
@@ -153,6 +155,7 @@ __all__ = [
     "APIError",
     "Agent",
     "AgentKey",
+    "AgentProcess",
     "AsyncClient",
     "AuthenticationError",
     "Backup",

@@ -63,6 +63,15 @@ class User(_Model):
     created_at: Time
 
 
+class AgentProcess(_Model):
+    """A running process of an agent that holds its connection to a server open now."""
+
+    instance: str
+    connected_at: Time
+    seen_at: Time
+    running_tasks: list[int] = []
+
+
 class Agent(_Model):
     """An agent: it runs the changes of the deployments of one cluster."""
 
@@ -71,6 +80,9 @@ class Agent(_Model):
     created_at: Time
     revoked: bool
     last_seen_at: Time | None
+    processes: list[AgentProcess] = Field(
+        default=[], description="Its processes connected now (listed agents only; older servers: none)."
+    )
 
 
 class AgentKey(_Model):

@@ -49,6 +49,7 @@ from styrmin_backend.api.schemas import (
 from styrmin_backend.browser_session import SESSION_COOKIE
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import NotAllowed, NotAuthenticated, TooManyAttempts
+from styrmin_backend.domain.outages import PRESENCE_HEARTBEAT_SECONDS
 from styrmin_backend.metrics import observe_agent_process_gone, observe_claim, observe_step
 from styrmin_backend.protocol import ClaimedStep, HelmLockAnswer, HelmLockRequest
 from styrmin_backend.services import agents, backup_locations, cancel, drivers, helm_locks, workflow
@@ -178,9 +179,6 @@ async def claim(body: ClaimRequest, request: Request, settings: AppSettings) -> 
     return Response(status_code=204)
 
 
-PRESENCE_HEARTBEAT_SECONDS = 15.0
-"""How often a presence connection carries a line: often enough that no proxy closes it as idle
-(nginx waits 60 s by default), and that an agent notices a server that stopped answering."""
 MAX_PRESENCE_CONNECTIONS = 64
 """The most presence connections one agent may hold open on one server: each holds a socket and a
 coroutine for as long as it lasts, and one agent process needs one."""
@@ -222,6 +220,10 @@ async def presence(
     agent, connection = await _as_agent(key, request, connect)
     waiters = app.state.presence_waiters  # store.wakeups.Waiters, woken when the server stops
 
+    def note_seen() -> None:
+        with app_transaction(app) as db:
+            agents.note_instance_seen(db, agent, instance, connection)
+
     async def lines() -> AsyncIterator[str]:
         first = {
             "heartbeat_seconds": PRESENCE_HEARTBEAT_SECONDS,
@@ -235,6 +237,13 @@ async def presence(
                 if stopping.is_set():
                     break
                 await waiters.wait(PRESENCE, mark, PRESENCE_HEARTBEAT_SECONDS)
+                if not stopping.is_set():
+                    try:  # for the lists of the agent's processes (services.agents.list_agents)
+                        await run_in_threadpool(note_seen)
+                    except Exception as error:  # the database is away, say: the connection holds on
+                        log.debug(
+                            "Could not note a heartbeat of %s's process %s: %s", agent.name, instance, error
+                        )
                 yield "{}\n"
         finally:
             open_now[agent.id] -= 1

@@ -9,6 +9,7 @@ import typer
 
 from styrmin.cli._common import ListOutputOption, OutputOption, YesOption, confirm, handle_errors, state
 from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
+from styrmin.models import Agent
 
 app = typer.Typer(help="Agents, one or more per cluster (needs the Admin role).", no_args_is_help=True)
 
@@ -161,7 +162,21 @@ def list_agents(
     for agent in found:
         seen = agent.last_seen_at.isoformat(timespec="seconds") if agent.last_seen_at else "never"
         status = "revoked" if agent.revoked else f"last seen {seen}"
-        console.print(f"{agent.name}  cluster {agent.cluster}  {status}", markup=False, soft_wrap=True)
+        console.print(
+            f"{agent.name}  cluster {agent.cluster}  {status}  {_processes(agent)}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def _processes(agent: Agent) -> str:
+    """How many of the agent's processes are connected, and the tasks they run."""
+    count = len(agent.processes)
+    said = f"{count} process{'' if count == 1 else 'es'} connected"
+    running = [task for process in agent.processes for task in process.running_tasks]
+    if running:
+        said += f", running task{'' if len(running) == 1 else 's'} " + ", ".join(map(str, running))
+    return said
 
 
 @app.command()
