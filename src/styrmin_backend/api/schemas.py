@@ -22,6 +22,7 @@ from styrmin_backend.domain.limits import OUTPUT_TAIL_MAX_BYTES
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import SECRET_SET, conceal_configuration
 from styrmin_backend.domain.status import DeploymentStatus, Status
+from styrmin_backend.domain.storable import unstorable_part
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
 from styrmin_backend.domain.waiting import WaitReason
 from styrmin_backend.drivers import (
@@ -53,11 +54,12 @@ class Strict(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_nul_characters(cls, data: Any) -> Any:
-        # No database stores NUL in text (PostgreSQL refuses it): refuse it here, naming the field.
-        where = _nul_in(data, "")
-        if where is not None:
-            raise ValueError(f"{where or 'the body'} contains a NUL character (\\x00); remove it.")
+    def _storable(cls, data: Any) -> Any:
+        # What no database, JSON document or Helm chart holds: refused here, naming the field.
+        found = unstorable_part(data)
+        if found is not None:
+            where, problem = found
+            raise ValueError(f"{where or 'the body'} {problem}")
         return data
 
 
@@ -67,20 +69,6 @@ class Answer(BaseModel):
     read model's; an answer's own JSON is read by its field names too."""
 
     model_config = ConfigDict(from_attributes=True, validate_by_name=True, validate_by_alias=True)
-
-
-def _nul_in(value: Any, path: str) -> str | None:
-    """The path of the first text in ``value`` holding a NUL character, or None."""
-    if isinstance(value, str):
-        return path if "\x00" in value else None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        if isinstance(key, str) and "\x00" in key:
-            return f"{path}.{key!r}".lstrip(".")
-        found = _nul_in(item, f"{path}.{key}" if path else str(key))
-        if found is not None:
-            return found
-    return None
 
 
 # --- auth --------------------------------------------------------------------------------------

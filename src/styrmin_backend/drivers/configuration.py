@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from styrmin_backend.domain.deployments import ENV_VAR_NAME_RULE, is_env_var_name
+from styrmin_backend.domain.storable import unstorable_part
 from styrmin_drivers.spec import DriverSpec
 
 APP_VERSION_PLACEHOLDER = "{{ app.version }}"
@@ -71,6 +72,14 @@ class DeploymentConfiguration(BaseModel):
     env: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="Env vars per component, set on the component container."
     )
+
+    @field_validator("values")
+    @classmethod
+    def _values_are_storable(cls, values: dict[str, Any]) -> dict[str, Any]:
+        found = unstorable_part(values, "values")
+        if found is not None:
+            raise ValueError(" ".join(found))
+        return values
 
     @field_validator("images")
     @classmethod

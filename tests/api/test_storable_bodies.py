@@ -1,0 +1,85 @@
+"""Values no database, JSON document or Helm chart holds are refused with 422 naming where, and nothing
+is recorded: NaN and Infinity, text that is not valid Unicode, nesting without end (both databases)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pytest
+
+from styrmin_backend.domain.limits import YAML_MAX_DEPTH
+from tests.web.conftest import login_client
+
+from .conftest import ADMIN_PASSWORD, Stack
+
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture
+def admin(stack: Stack) -> dict[str, str]:
+    stack.add_driver()
+    headers = {**stack.headers(stack.token_for("admin")), **JSON}
+    created = stack.client.post(
+        "/api/v1/deployments",
+        json={"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"},
+        headers=headers,
+    )
+    assert created.status_code == 202, created.text
+    return headers
+
+
+def _nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        # Each of these was taken (202) and stored, or answered 500, before.
+        (b'{"replicas": NaN}', "values.replicas is not a finite number (NaN or Infinity)"),
+        (b'{"limits": {"cpu": 1e999}}', "values.limits.cpu is not a finite number (NaN or Infinity)"),
+        (b'{"names": ["web", "\\ud800"]}', "values.names.1 is not valid Unicode text"),
+        (b'{"\\udfff": 1}', "is not valid Unicode text"),
+        (b'{"deep": ' + _nested(YAML_MAX_DEPTH + 5) + b"}", f"more than {YAML_MAX_DEPTH} deep"),
+        (b'{"deeper": ' + _nested(600) + b"}", f"more than {YAML_MAX_DEPTH} deep"),
+    ],
+    ids=["nan", "infinity", "lone-surrogate", "lone-surrogate-key", "too-deep", "far-too-deep"],
+)
+def test_values_no_chart_can_hold_are_refused_naming_where_and_record_nothing(
+    stack: Stack, admin: dict[str, str], values: bytes, said: str
+) -> None:
+    before = stack.client.get("/api/v1/deployments/shop", headers=admin).json()
+
+    answer = stack.client.put(
+        "/api/v1/deployments/shop/configuration", content=b'{"values": ' + values + b"}", headers=admin
+    )
+
+    assert answer.status_code == 422, answer.text
+    assert said in answer.json()["message"]
+    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json() == before
+
+
+def test_values_nested_as_deep_as_a_driver_may_nest_them_are_taken(
+    stack: Stack, admin: dict[str, str]
+) -> None:
+    deep: Any = "leaf"
+    for _ in range(YAML_MAX_DEPTH - 3):  # the body and the configuration hold it three deep
+        deep = {"x": deep}
+    answer = stack.client.put("/api/v1/deployments/shop/configuration", json={"values": deep}, headers=admin)
+    assert answer.status_code == 202, answer.text
+
+
+def test_the_configure_page_refuses_values_that_are_not_numbers_beside_the_field(
+    stack: Stack, admin: dict[str, str]
+) -> None:
+    csrf = login_client(stack.client, "admin", ADMIN_PASSWORD)
+    page = stack.client.post(
+        "/deployments/shop/configure",
+        data={"values": "replicas: .nan\n", "csrf_token": csrf},
+        follow_redirects=False,
+    )
+    assert page.status_code == 422, page.text
+    assert "values.replicas is not a finite number (NaN or Infinity)" in html.unescape(page.text)
+    tasks = stack.client.get("/api/v1/tasks", headers=admin).json()["items"]
+    assert [task["type"] for task in tasks] == ["create"]
