@@ -38,6 +38,15 @@ ACTIONS = textwrap.dedent(
             context=context,
             env={"LEAK": os.environ["STYRMIN_TOKEN"]},
         )
+
+
+    @flow
+    async def binary_migration(context: GlobalContext, target_version: str) -> None:
+        # Output with NUL bytes in it (a dump, a binary written to the terminal), then a failure.
+        script = "printf 'row 1\\\\000 copied\\\\n'; echo 'Migration 0043 failed' >&2; exit 6"
+        await execute_commands(
+            ["sh", "-c", script], image=f"example.com/shop/server:{target_version}", context=context
+        )
     """
 )
 
@@ -52,6 +61,13 @@ def drivers(stack: StyrminStack, tmp_path_factory: pytest.TempPathFactory) -> No
         "1.2.0",
         actions_source=ACTIONS,
         actions=[action("migrate", "upgrade", "pre", "noisy_migration")],
+    )
+    push_example(
+        stack,
+        tmp,
+        "1.3.0",
+        actions_source=ACTIONS,
+        actions=[action("migrate", "upgrade", "pre", "binary_migration")],
     )
 
 
@@ -78,6 +94,22 @@ def test_a_migration_failing_after_10_mb_of_output_stores_its_redacted_tail_on_t
     assert set(tail.splitlines()[:-2]) == {f"migrating rows, leaked {REDACTED}"}
     assert task.error == step.error
     assert [s.name for s in task.steps] == ["Run the upgrade pre-hook"]  # later modes did not run
+
+
+def test_a_failing_commands_output_with_nul_bytes_reaches_its_step(
+    stack: StyrminStack, drivers: None, deployment_name: str
+) -> None:
+    created = stack.create(deployment_name, driver="shop", driver_version="1.1.0")
+    assert created.status == "succeeded", describe(created)
+
+    task = stack.upgrade(deployment_name, driver_version="1.3.0", app_version="2.0.0")
+
+    assert task.status == "failed", describe(task)
+    step = hook_step(task, Hook.UPGRADE, Mode.PRE)
+    assert step.error is not None and "exited with code 6" in step.error, describe(task)
+    assert "Its last line: Migration 0043 failed" in step.error
+    # Shown as an undecodable byte is: the server stores no NUL, and refused the whole output before.
+    assert step.output_tail == "row 1\ufffd copied\nMigration 0043 failed\n"
 
 
 @pytest.fixture

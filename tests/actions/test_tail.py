@@ -47,6 +47,12 @@ def test_a_cut_inside_a_utf8_character_drops_its_rest() -> None:
     assert tail.text() == "éé\n" and tail.truncated
 
 
+def test_nul_and_undecodable_bytes_show_as_replacement_characters() -> None:
+    tail = feed(OutputTail(), b"row\x00id\n\xffdone\n")
+    assert tail.text() == "row\ufffdid\n\ufffddone\n"
+    assert tail.redacted([])[0] == tail.text()
+
+
 def test_the_token_is_redacted_and_the_result_still_fits() -> None:
     token = "sta_" + "k" * 40
     data = b"".join(b"password=x token %s\n" % token.encode() for _ in range(5000))

@@ -57,7 +57,7 @@ class OutputTail:
         return data, cut
 
     def text(self) -> str:
-        """The kept end of the output, as text (undecodable bytes replaced)."""
+        """The kept end of the output, as text (undecodable bytes and NUL replaced by U+FFFD)."""
         data, cut = self._suffix()
         return _decode(data, cut)
 
@@ -89,4 +89,5 @@ def _decode(data: bytes, cut: bool) -> str:
     start = 0
     while cut and start < min(len(data), 3) and data[start] & 0xC0 == 0x80:
         start += 1
-    return data[start:].decode("utf-8", errors="replace")
+    # NUL is shown as undecodable bytes are: no database stores it in text, and the server refuses it.
+    return data[start:].decode("utf-8", errors="replace").replace("\x00", "\ufffd")
