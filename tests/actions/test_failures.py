@@ -62,10 +62,10 @@ def drivers(stack: StyrminStack, tmp_path_factory: pytest.TempPathFactory) -> No
         actions_source=ACTIONS,
         actions=[action("migrate", "upgrade", "pre", "noisy_migration")],
     )
-    push_example(
+    push_example(  # a version of its own: the stack, and its drivers, are shared by other modules
         stack,
         tmp,
-        "1.3.0",
+        "43.0.0",
         actions_source=ACTIONS,
         actions=[action("migrate", "upgrade", "pre", "binary_migration")],
     )
@@ -102,7 +102,7 @@ def test_a_failing_commands_output_with_nul_bytes_reaches_its_step(
     created = stack.create(deployment_name, driver="shop", driver_version="1.1.0")
     assert created.status == "succeeded", describe(created)
 
-    task = stack.upgrade(deployment_name, driver_version="1.3.0", app_version="2.0.0")
+    task = stack.upgrade(deployment_name, driver_version="43.0.0", app_version="2.0.0")
 
     assert task.status == "failed", describe(task)
     step = hook_step(task, Hook.UPGRADE, Mode.PRE)
