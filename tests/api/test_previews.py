@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select
 
 from styrmin_backend.domain.manifest_diff import SECRET_CHANGED, SECRET_EARLIER, SECRET_UNCHANGED
@@ -15,7 +17,8 @@ from styrmin_backend.domain.roles import Role
 from styrmin_backend.domain.secrets import SECRET_SET
 from styrmin_backend.drivers import DriverReport, read_driver
 from styrmin_backend.drivers.render import SECRET_CHECKSUM_ANNOTATION
-from styrmin_backend.services import drivers, workflow
+from styrmin_backend.services import changes, drivers, preview, workflow
+from styrmin_backend.services.principal import Principal
 from styrmin_backend.store.models import ChangeRow, DeploymentRow, TaskRow
 from tests.api.conftest import Stack
 from tests.support.drivers import driver_folder
@@ -333,3 +336,50 @@ def test_a_server_renders_previews_without_loading_helms_library(tmp_path: Path)
         "print(sorted({o['change'] for o in shown['objects']}), 'helm_python' in sys.modules)\n"
     )
     assert python_prints(check).splitlines()[-1] == "['changed'] False"
+
+
+def test_a_preview_on_sqlite_waits_its_turn_when_another_connection_writes(stack: Stack) -> None:
+    """The preview's savepoint reads, then records the change: on SQLite it holds the write lock from
+    its start, so a write another connection commits meanwhile cannot make SQLite refuse the
+    preview's own write ("database is locked", a 503 on the review page while an agent reported)."""
+    if stack.engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's snapshots: PostgreSQL's transactions wait on row locks instead")
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    created = stack.client.post(
+        "/api/v1/deployments",
+        json={"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"},
+        headers=admin,
+    )
+    assert created.status_code == 202, created.text
+    database = stack.engine.url.database
+    assert database is not None
+    other_writes: list[str] = []
+
+    with stack.session() as session:
+        by = Principal(
+            user_id=1, username="admin", role=Role.ADMIN, is_builtin=False, token_id=0, token_kind="session"
+        )
+
+        def record() -> list[changes.Recorded]:
+            session.execute(select(DeploymentRow.id)).all()  # the savepoint's snapshot is taken
+            print("DBG in_txn", session.connection().connection.dbapi_connection.in_transaction)
+            other = sqlite3.connect(database, timeout=0.2)
+            try:
+                other.execute(
+                    "UPDATE deployments SET namespace = 'elsewhere'"
+                )  # another writer changes a row
+                other.commit()
+                other_writes.append("committed")
+            except sqlite3.OperationalError as error:
+                other_writes.append(str(error))
+            finally:
+                other.close()
+            return [
+                changes.upgrade_deployment(session, "shop", by=by, app_version="2.0.0", driver_version=None)
+            ]
+
+        planned = preview.plan_preview(session, by=by, name="shop", record=record)
+
+    assert planned.refusal is None and [c.type.value for c in planned.changes] == ["upgrade"]
+    assert other_writes == ["database is locked"]  # it waited for the preview, which held the lock

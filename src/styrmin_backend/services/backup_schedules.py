@@ -31,6 +31,7 @@ from styrmin_backend.services import backups
 from styrmin_backend.services.changes import get_deployment
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.services.read_model import ReadModel
+from styrmin_backend.store.db import hold_the_write_lock
 from styrmin_backend.store.models import BackupRow, BackupScheduleRow, DeploymentRow
 
 log = logging.getLogger("styrmin.schedules")
@@ -136,6 +137,7 @@ def start_due_backup(
     if deployment is None or deployment.status in (DeploymentStatus.DELETING, DeploymentStatus.DELETED):
         return None
     by = _scheduler(schedule)
+    hold_the_write_lock(session)  # the savepoint's reads, then its writes, on one snapshot
     try:
         with session.begin_nested():
             taken = backups.request_backup(session, deployment.name, by=by, label=BackupLabel.SCHEDULED)
@@ -161,9 +163,10 @@ def prune(session: Session, deployment_id: int, now: datetime) -> list[int]:
     ]
     by = _scheduler(schedule)
     requested = []
-    for backup_id in backups_to_prune(
-        kept, keep_count=schedule.keep_count, keep_days=schedule.keep_days, now=now
-    ):
+    pruned = backups_to_prune(kept, keep_count=schedule.keep_count, keep_days=schedule.keep_days, now=now)
+    if pruned:
+        hold_the_write_lock(session)  # each savepoint's reads, then its writes, on one snapshot
+    for backup_id in pruned:
         try:
             with session.begin_nested():
                 backups.request_backup_delete(session, backup_id, by=by)

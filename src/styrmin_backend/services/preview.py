@@ -46,6 +46,7 @@ from styrmin_backend.services.change_models import requested_of
 from styrmin_backend.services.changes import Recorded, claimed_change
 from styrmin_backend.services.drivers import DriverChecksBusy, driver_check_slot, get_driver_row, stored_spec
 from styrmin_backend.services.principal import Principal
+from styrmin_backend.store.db import hold_the_write_lock
 from styrmin_backend.store.models import ChangeRow, DeploymentRow
 
 
@@ -181,6 +182,7 @@ def plan_preview(
     planned: list[PlannedChange] = []
     driver_name: str | None = None
     extra: list[str] = []
+    hold_the_write_lock(session)  # the savepoint's reads, then its writes, on one snapshot
     savepoint = session.begin_nested()
     try:
         for recorded in record():

@@ -205,15 +205,28 @@ def read_for_update(session: Session, model: type[_Row], key: Any) -> _Row | Non
     locked: set[tuple[type[Any], Any]] = session.info.setdefault(_LOCKED_ROWS, set())
     if (model, key) in locked:
         return session.get(model, key)
+    hold_the_write_lock(session)
+    row = session.get(model, key, with_for_update=True, populate_existing=True)
+    if row is not None:
+        locked.add((model, key))
+    return row
+
+
+def hold_the_write_lock(session: Session) -> None:
+    """On SQLite, begin the session's transaction holding the database's write lock (``BEGIN
+    IMMEDIATE``), unless a transaction runs already; nothing on PostgreSQL.
+
+    Call it before a transaction that reads and then writes without a write first, and before a
+    savepoint, which SQLite would otherwise begin deferred: such a transaction reads a snapshot, and
+    when another connection commits a write before it writes, SQLite refuses its write at once with
+    "database is locked" (its busy timeout never applies). Holding the lock from the start, it waits
+    its turn instead.
+    """
     connection = session.connection()
     if connection.dialect.name == "sqlite":
         dbapi_connection = connection.connection.dbapi_connection
         if dbapi_connection is not None and not dbapi_connection.in_transaction:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
-    row = session.get(model, key, with_for_update=True, populate_existing=True)
-    if row is not None:
-        locked.add((model, key))
-    return row
 
 
 @event.listens_for(Session, "after_transaction_end")
