@@ -100,3 +100,18 @@ def stack(engine: Engine, tmp_path: Path) -> Iterator[Stack]:
     stack = make_stack(engine, tmp_path / "data")
     with stack.client:
         yield stack
+
+
+@pytest.fixture
+def shop_admin(stack: Stack) -> dict[str, str]:
+    """The headers of an admin's token, once the example driver is stored and deployment "shop" of it
+    is created (its create task pending)."""
+    stack.add_driver()
+    headers = stack.headers(stack.token_for("admin"))
+    created = stack.client.post(
+        "/api/v1/deployments",
+        json={"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"},
+        headers=headers,
+    )
+    assert created.status_code == 202, created.text
+    return headers

@@ -338,20 +338,14 @@ def test_a_server_renders_previews_without_loading_helms_library(tmp_path: Path)
     assert python_prints(check).splitlines()[-1] == "['changed'] False"
 
 
-def test_a_preview_on_sqlite_waits_its_turn_when_another_connection_writes(stack: Stack) -> None:
+def test_a_preview_on_sqlite_waits_its_turn_when_another_connection_writes(
+    stack: Stack, shop_admin: dict[str, str]
+) -> None:
     """The preview's savepoint reads, then records the change: on SQLite it holds the write lock from
     its start, so a write another connection commits meanwhile cannot make SQLite refuse the
     preview's own write ("database is locked", a 503 on the review page while an agent reported)."""
     if stack.engine.dialect.name != "sqlite":
         pytest.skip("SQLite's snapshots: PostgreSQL's transactions wait on row locks instead")
-    stack.add_driver()
-    admin = stack.headers(stack.token_for("admin"))
-    created = stack.client.post(
-        "/api/v1/deployments",
-        json={"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"},
-        headers=admin,
-    )
-    assert created.status_code == 202, created.text
     database = stack.engine.url.database
     assert database is not None
     other_writes: list[str] = []

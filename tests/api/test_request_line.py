@@ -11,19 +11,6 @@ from tests.web.conftest import login_client
 from .conftest import ADMIN_PASSWORD, Stack
 
 
-@pytest.fixture
-def admin(stack: Stack) -> dict[str, str]:
-    stack.add_driver()
-    headers = stack.headers(stack.token_for("admin"))
-    created = stack.client.post(
-        "/api/v1/deployments",
-        json={"name": "shop", "namespace": "shop", "driver": "shop", "driver_version": "1.0.0"},
-        headers=headers,
-    )
-    assert created.status_code == 202, created.text
-    return headers
-
-
 @pytest.mark.parametrize(
     ("path", "field"),
     [
@@ -37,9 +24,9 @@ def admin(stack: Stack) -> dict[str, str]:
     ],
 )
 def test_a_read_with_nul_in_its_path_or_query_is_refused_naming_where(
-    stack: Stack, admin: dict[str, str], path: str, field: str
+    stack: Stack, shop_admin: dict[str, str], path: str, field: str
 ) -> None:
-    answer = stack.client.get(path, headers=admin)
+    answer = stack.client.get(path, headers=shop_admin)
 
     assert answer.status_code == 422, answer.text
     body = answer.json()
@@ -48,21 +35,21 @@ def test_a_read_with_nul_in_its_path_or_query_is_refused_naming_where(
 
 
 def test_a_change_with_nul_in_its_path_is_refused_and_records_nothing(
-    stack: Stack, admin: dict[str, str]
+    stack: Stack, shop_admin: dict[str, str]
 ) -> None:
-    before = stack.client.get("/api/v1/tasks", headers=admin).json()["items"]
+    before = stack.client.get("/api/v1/tasks", headers=shop_admin).json()["items"]
 
     answer = stack.client.post(
-        "/api/v1/deployments/shop%00/upgrade", json={"app_version": "2.0.0"}, headers=admin
+        "/api/v1/deployments/shop%00/upgrade", json={"app_version": "2.0.0"}, headers=shop_admin
     )
 
     assert answer.status_code == 422, answer.text
     assert answer.json()["field"] == "path"
-    assert stack.client.get("/api/v1/tasks", headers=admin).json()["items"] == before
+    assert stack.client.get("/api/v1/tasks", headers=shop_admin).json()["items"] == before
 
 
 def test_a_page_with_nul_in_its_path_or_query_says_what_to_remove(
-    stack: Stack, admin: dict[str, str]
+    stack: Stack, shop_admin: dict[str, str]
 ) -> None:
     login_client(stack.client, "admin", ADMIN_PASSWORD)
 
