@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from styrmin_backend.local import hand_over
 from tests.support.loopback import free_port
 
 pytestmark = pytest.mark.slow
@@ -216,6 +217,19 @@ def test_up_stops_with_an_error_when_its_agent_process_dies(tmp_path: Path) -> N
     assert up.process.returncode == 1, up.output
     assert "The agent process ended by itself (exit code -9): Styrmin stops." in up.output
     assert _lines(up.output)[-1] == "Styrmin stopped."
+
+
+def test_an_agent_that_ended_before_it_read_its_settings_leaves_its_starter_going() -> None:
+    # Killed between its start and its first read, the agent left `styrmin up` a broken pipe, which
+    # ended it at once with exit code 1 and without a word (click's handling of EPIPE).
+    ended, alive = os.pipe(), os.pipe()
+    os.close(ended[0])
+    with os.fdopen(ended[1], "wb") as to_the_ended, os.fdopen(alive[0], "rb") as reader:
+        assert hand_over(to_the_ended, b'{"settings": {}}') is False
+        assert to_the_ended.closed
+        to_the_living = os.fdopen(alive[1], "wb")
+        assert hand_over(to_the_living, b'{"settings": {}}') is True
+        assert reader.read() == b'{"settings": {}}'
 
 
 def _agent_processes(parent: int) -> list[int]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -65,6 +65,20 @@ class LocalStyrmin:
         return self.serving.agent.warm.wait(timeout)
 
 
+def hand_over(stdin: IO[bytes], message: bytes) -> bool:
+    """Write ``message`` to a child's stdin and close it; False if the child had ended already.
+
+    An agent killed before it read its settings leaves a broken pipe. That is not an error of its
+    starter: the relay logs that the agent ended, and ``styrmin up`` stops as it would later on.
+    """
+    try:
+        with stdin:
+            stdin.write(message)
+    except BrokenPipeError:
+        return False
+    return True
+
+
 class _AgentProcess:
     """The agent in a process of its own (``python -m styrmin_backend.agent``, see ``agent.process``).
 
@@ -103,8 +117,7 @@ class _AgentProcess:
         )
         self._relaying.start()
         assert self._process.stdin is not None
-        with self._process.stdin as stdin:
-            stdin.write(start.model_dump_json().encode())
+        hand_over(self._process.stdin, start.model_dump_json().encode())
 
     def _relay(self, fd: int) -> None:
         with open(fd, encoding="utf-8", errors="replace") as lines:
