@@ -17,7 +17,7 @@ import pytest
 
 from styrmin_backend.api.serving import announce_stop
 from styrmin_backend.server_app import create_app
-from styrmin_backend.store.models import AgentInstanceRow, HelmLockRow
+from styrmin_backend.store.models import AgentInstanceRow, AgentRow, HelmLockRow
 from tests.support.loopback import served
 from tests.support.waiting import wait_for
 from tests.web.conftest import login_client
@@ -334,6 +334,8 @@ def test_the_agents_list_and_page_show_each_connected_process_and_the_tasks_it_r
 
 
 def test_a_process_whose_server_no_longer_notes_it_leaves_the_list(stack: Stack) -> None:
+    from datetime import timedelta
+
     from sqlalchemy import update
 
     from styrmin_backend.clock import utcnow
@@ -350,8 +352,21 @@ def test_a_process_whose_server_no_longer_notes_it_leaves_the_list(stack: Stack)
         with stack.session() as session:
             session.execute(update(AgentInstanceRow).values(seen_at=utcnow() - 2 * INSTANCE_SEEN_WITHIN))
 
+    def state() -> str:
+        answer = stack.client.get("/api/v1/agents", headers=stack.headers(stack.token_for("admin")))
+        states: dict[str, str] = {agent["name"]: agent["state"] for agent in answer.json()}
+        return states["edge"]
+
+    with stack.session() as session:  # it has not claimed for long: its connection says it is there
+        session.execute(
+            update(AgentRow)
+            .where(AgentRow.name == "edge")
+            .values(last_seen_at=utcnow() - timedelta(minutes=5))
+        )
+    assert state() == "connected"
     seen_long_ago()
     assert _listed(stack)["edge"] == []
+    assert state() == "not-connected"
     with stack.session() as session:  # a heartbeat of an older connection: a newer one's server notes it
         agents.note_instance_seen(session, edge, INSTANCE, connection - 1)
     assert _listed(stack)["edge"] == []

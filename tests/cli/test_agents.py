@@ -79,7 +79,7 @@ def test_register_as_json_and_list(live_server: LiveServer, env: dict[str, str])
     body = json.loads(made.stdout)
     assert body["agent"]["name"] == name and body["key"].startswith("sta_") and len(body["install"]) == 3
     listed = styrminctl("agents", "list", env=env)
-    assert f"{name}  cluster edge  last seen never  0 processes connected" in listed.stdout
+    assert f"{name}  cluster edge  never-connected  0 processes connected" in listed.stdout
     assert styrminctl("agents", "revoke", name, "--yes", env=env).returncode == 0
     assert f"{name}  cluster edge  revoked" in styrminctl("agents", "list", env=env).stdout
 

@@ -24,7 +24,7 @@ from styrmin_backend.domain.secrets import SECRET_SET, conceal_configuration
 from styrmin_backend.domain.status import DeploymentStatus, Status
 from styrmin_backend.domain.storable import unstorable_part
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus, TaskType
-from styrmin_backend.domain.waiting import WaitReason
+from styrmin_backend.domain.waiting import AgentState, WaitReason
 from styrmin_backend.drivers import (
     ActionSummary,
     ComponentSummary,
@@ -420,6 +420,10 @@ class AgentOut(Answer):
         default=[],
         description="Its processes that hold a presence connection to a server now; empty in the answers "
         "that register an agent, issue its key or revoke it.",
+    )
+    state: AgentState = Field(
+        description="`connected` while one of its processes is connected or it called in the last 60 s; "
+        "`not-connected` if it called before; `never-connected`; `revoked`."
     )
 
 

@@ -35,9 +35,26 @@ class Waiting:
     task_id: int | None = None
 
 
-def agent_connected(last_seen_at: datetime | None, now: datetime) -> bool:
-    """Whether an agent that last called at ``last_seen_at`` counts as connected at ``now``."""
-    return last_seen_at is not None and now - last_seen_at <= CONNECTED_WITHIN
+class AgentState(StrEnum):
+    """Whether an agent serves its cluster now, as administrators see it."""
+
+    CONNECTED = "connected"
+    NOT_CONNECTED = "not-connected"
+    NEVER_CONNECTED = "never-connected"
+    REVOKED = "revoked"
+
+
+def agent_state(
+    *, revoked: bool, last_seen_at: datetime | None, processes_connected: int, now: datetime
+) -> AgentState:
+    """An agent's state: connected while one of its processes holds its presence connection, or
+    while it called within ``CONNECTED_WITHIN`` (a process that polls through a server that has no
+    presence connection of it, such as one that restarted a moment ago)."""
+    if revoked:
+        return AgentState.REVOKED
+    if processes_connected or (last_seen_at is not None and now - last_seen_at <= CONNECTED_WITHIN):
+        return AgentState.CONNECTED
+    return AgentState.NEVER_CONNECTED if last_seen_at is None else AgentState.NOT_CONNECTED
 
 
 def why_task_waits(
@@ -51,7 +68,7 @@ def why_task_waits(
     """Why a task of ``cluster`` with ``status`` waits; None when it does not (it runs, or it ended).
 
     Args:
-        agents_connected: the agents of the cluster that called within ``CONNECTED_WITHIN``.
+        agents_connected: the agents of the cluster connected now (:func:`agent_state`).
         tasks_running: the cluster's running tasks that hold an agent slot.
         helm_of_task_id: the task whose Helm operation on the same release the task waits for.
     """
@@ -59,8 +76,9 @@ def why_task_waits(
         if agents_connected == 0:
             return Waiting(
                 WaitReason.NO_AGENT,
-                f'No agent of cluster "{cluster}" is connected (none called the server in the last '
-                f"{CONNECTED_WITHIN.seconds} s); it starts once one is. Start the agent, or read its logs.",
+                f'No agent of cluster "{cluster}" is connected (none has a process connected to a server, '
+                f"nor called one in the last {CONNECTED_WITHIN.seconds} s); it starts once one is. "
+                "Start the agent, or read its logs.",
             )
         return Waiting(
             WaitReason.SLOTS_TAKEN,

@@ -15,6 +15,7 @@ from styrmin_backend.domain.errors import Conflict, InvalidInput, NotAuthenticat
 from styrmin_backend.domain.plan import PLAN_VERSION, Operation, UnplannableChange
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.tasks import StepStatus, TaskStatus
+from styrmin_backend.domain.waiting import AgentState, agent_state
 from styrmin_backend.drivers import DriverSpec
 from styrmin_backend.protocol import (
     FIRST_STEP_AT_CLAIM,
@@ -109,6 +110,8 @@ class Agent(ReadModel):
     last_seen_at: datetime | None
     processes: list[AgentProcess] = []
     """Its processes that hold a presence connection now (``outage_rules.instance_connected``)."""
+    state: AgentState
+    """Connected, not connected, never connected or revoked (``waiting.agent_state``)."""
 
     @property
     def revoked(self) -> bool:
@@ -144,7 +147,7 @@ def create_agent(session: Session, name: str, cluster: str) -> tuple[Agent, str]
     agent = AgentRow(name=name, cluster=cluster, key_hash=hash_token(key), created_at=utcnow())
     session.add(agent)
     session.flush()
-    return Agent.model_validate(agent), key
+    return _agent(agent, []), key
 
 
 def rotate_agent_key(session: Session, name: str, cluster: str) -> str:
@@ -161,9 +164,29 @@ def list_agents(session: Session) -> list[Agent]:
     """Every registered agent, by name, with its processes that hold a presence connection now."""
     processes = _connected_processes(session)
     return [
-        Agent.model_validate(row).model_copy(update={"processes": processes.get(row.id, [])})
+        _agent(row, processes.get(row.id, []))
         for row in session.scalars(select(AgentRow).order_by(AgentRow.name))
     ]
+
+
+def _agent(row: AgentRow, processes: list[AgentProcess]) -> Agent:
+    """Agent ``row`` as administrators see it, with its ``processes`` connected now."""
+    last_seen_at = as_utc(row.last_seen_at) if row.last_seen_at is not None else None
+    state = agent_state(
+        revoked=row.revoked_at is not None,
+        last_seen_at=last_seen_at,
+        processes_connected=len(processes),
+        now=utcnow(),
+    )
+    return Agent(
+        name=row.name,
+        cluster=row.cluster,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+        last_seen_at=row.last_seen_at,
+        processes=processes,
+        state=state,
+    )
 
 
 def _connected_processes(session: Session) -> dict[int, list[AgentProcess]]:
@@ -207,7 +230,7 @@ def revoke_agent(session: Session, name: str) -> Agent:
     if agent is None:
         raise NotFound(f'There is no agent "{name}".', field="name")
     agent.revoked_at = agent.revoked_at or utcnow()
-    return Agent.model_validate(agent)
+    return _agent(agent, [])
 
 
 def authenticate_agent(session: Session, key: str) -> AgentIdentity:

@@ -6,18 +6,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import NotAllowed, NotFound
+from styrmin_backend.domain.outages import INSTANCE_SEEN_WITHIN
 from styrmin_backend.domain.tasks import TaskStatus, TaskType
 from styrmin_backend.domain.waiting import CONNECTED_WITHIN, why_task_waits
 from styrmin_backend.services import workflow
 from styrmin_backend.services.change_models import requested_of
 from styrmin_backend.services.principal import Principal
 from styrmin_backend.services.task_models import Step, Task
-from styrmin_backend.store.models import AgentRow, ChangeRow, DeploymentRow, StepRow, TaskRow
+from styrmin_backend.store.models import (
+    AgentInstanceRow,
+    AgentRow,
+    ChangeRow,
+    DeploymentRow,
+    StepRow,
+    TaskRow,
+)
 from styrmin_backend.store.wakeups import TASK_ENDED, Mark, task_key
 
 MAX_PAGE_SIZE = 500
@@ -126,13 +134,25 @@ def with_waiting(session: Session, items: list[Task]) -> list[Task]:
     clusters = {task.cluster for task in items if task.status in (TaskStatus.PENDING, TaskStatus.RUNNING)}
     if not clusters:
         return items
-    since = utcnow() - CONNECTED_WITHIN
+    now = utcnow()
+    # As the Agents page counts them (``agent_state``): a process connected now, or a call within 60 s.
+    process_connected = (
+        select(AgentInstanceRow.agent_id)
+        .where(
+            AgentInstanceRow.agent_id == AgentRow.id,
+            func.coalesce(AgentInstanceRow.seen_at, AgentInstanceRow.connected_at)
+            >= now - INSTANCE_SEEN_WITHIN,
+        )
+        .exists()
+    )
     connected: dict[str, int] = {
         cluster: count
         for cluster, count in session.execute(
             select(AgentRow.cluster, func.count())
             .where(
-                AgentRow.cluster.in_(clusters), AgentRow.revoked_at.is_(None), AgentRow.last_seen_at >= since
+                AgentRow.cluster.in_(clusters),
+                AgentRow.revoked_at.is_(None),
+                or_(AgentRow.last_seen_at >= now - CONNECTED_WITHIN, process_connected),
             )
             .group_by(AgentRow.cluster)
         )

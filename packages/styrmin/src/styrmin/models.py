@@ -83,6 +83,10 @@ class Agent(_Model):
     processes: list[AgentProcess] = Field(
         default=[], description="Its processes connected now (listed agents only; older servers: none)."
     )
+    state: str | None = Field(
+        default=None,
+        description='"connected", "not-connected", "never-connected" or "revoked" (older servers: none).',
+    )
 
 
 class AgentKey(_Model):

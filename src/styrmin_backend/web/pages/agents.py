@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from styrmin_backend.clock import as_utc, utcnow
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.domain.roles import Role
 from styrmin_backend.services import agents
-from styrmin_backend.services.agents import Agent
 from styrmin_backend.web._common import (
     Form,
     Viewer,
@@ -33,30 +30,7 @@ from styrmin_backend.web._forms import FormErrors, place_error
 
 router = APIRouter(route_class=WebRoute, include_in_schema=False)
 
-CONNECTED_WITHIN = timedelta(seconds=60)
-"""An agent that called the server this recently counts as connected (it claims every few seconds)."""
 _AGENT_FIELDS = {"name": "name", "cluster": "cluster"}
-
-
-@dataclass(frozen=True)
-class AgentView:
-    """An agent as the page shows it, with whether it is connected."""
-
-    agent: Agent
-    state: str
-    """``connected``, ``not-connected``, ``never-connected`` or ``revoked``."""
-
-    @classmethod
-    def of(cls, agent: Agent, now: datetime) -> AgentView:
-        if agent.revoked:
-            state = "revoked"
-        elif agent.last_seen_at is None:
-            state = "never-connected"
-        elif now - as_utc(agent.last_seen_at) <= CONNECTED_WITHIN:
-            state = "connected"
-        else:
-            state = "not-connected"
-        return cls(agent, state)
 
 
 @dataclass(frozen=True)
@@ -78,13 +52,12 @@ def _render(
     issued: IssuedKey | None = None,
     status_code: int = 200,
 ) -> HTMLResponse:
-    now = utcnow()
     response = render(
         request,
         "agents.html",
         viewer,
         status_code,
-        agents=[AgentView.of(row, now) for row in agents.list_agents(session)],
+        agents=agents.list_agents(session),
         errors=errors or FormErrors(),
         fields=fields or {},
         issued=issued,

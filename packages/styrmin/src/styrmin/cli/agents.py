@@ -160,10 +160,11 @@ def list_agents(
         return
     console = make_console()
     for agent in found:
-        seen = agent.last_seen_at.isoformat(timespec="seconds") if agent.last_seen_at else "never"
-        status = "revoked" if agent.revoked else f"last seen {seen}"
+        # An older server has no state: what its answer says is still worth a word.
+        said = agent.state or ("revoked" if agent.revoked else "")
+        seen = f"  last seen {agent.last_seen_at.isoformat(timespec='seconds')}" if agent.last_seen_at else ""
         console.print(
-            f"{agent.name}  cluster {agent.cluster}  {status}  {_processes(agent)}",
+            f"{agent.name}  cluster {agent.cluster}  {said}{seen}  {_processes(agent)}",
             markup=False,
             soft_wrap=True,
         )
