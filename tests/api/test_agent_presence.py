@@ -342,6 +342,7 @@ def test_a_process_whose_server_no_longer_notes_it_leaves_the_list(stack: Stack)
     from styrmin_backend.domain.outages import INSTANCE_SEEN_WITHIN
     from styrmin_backend.services import agents
 
+    task_id = _deploy(stack)
     key = _agent(stack)["Authorization"].removeprefix("Bearer ")
     with stack.session() as session:
         edge = agents.authenticate_agent(session, key)
@@ -357,6 +358,11 @@ def test_a_process_whose_server_no_longer_notes_it_leaves_the_list(stack: Stack)
         states: dict[str, str] = {agent["name"]: agent["state"] for agent in answer.json()}
         return states["edge"]
 
+    def waits_for() -> str:  # why the pending task waits: the same rule counts the agent
+        task = stack.client.get(f"/api/v1/tasks/{task_id}", headers=stack.headers(stack.token_for("admin")))
+        reason: str = task.json()["waiting"]["reason"]
+        return reason
+
     with stack.session() as session:  # it has not claimed for long: its connection says it is there
         session.execute(
             update(AgentRow)
@@ -364,9 +370,11 @@ def test_a_process_whose_server_no_longer_notes_it_leaves_the_list(stack: Stack)
             .values(last_seen_at=utcnow() - timedelta(minutes=5))
         )
     assert state() == "connected"
+    assert waits_for() == "not-claimed"
     seen_long_ago()
     assert _listed(stack)["edge"] == []
     assert state() == "not-connected"
+    assert waits_for() == "no-agent"
     with stack.session() as session:  # a heartbeat of an older connection: a newer one's server notes it
         agents.note_instance_seen(session, edge, INSTANCE, connection - 1)
     assert _listed(stack)["edge"] == []

@@ -107,7 +107,9 @@ def test_a_tasks_end_lets_go_of_its_helm_lock_only_when_asked(stack: Stack) -> N
         assert session.query(HelmLockRow).count() == 0
 
 
-def test_a_pending_task_says_whether_no_agent_is_connected_or_all_slots_are_taken(stack: Stack) -> None:
+def test_a_pending_task_says_whether_no_agent_is_connected_none_claims_or_all_slots_are_taken(
+    stack: Stack,
+) -> None:
     task_id = _deploy(stack)
     admin = stack.headers(stack.token_for("admin"))
     waiting = stack.client.get(f"/api/v1/tasks/{task_id}", headers=admin).json()["waiting"]
@@ -115,15 +117,18 @@ def test_a_pending_task_says_whether_no_agent_is_connected_or_all_slots_are_take
         waiting["reason"] == "no-agent" and 'No agent of cluster "local" is connected' in waiting["message"]
     )
     agent = _agent(stack)
-    # The agent calls (an empty claim of another cluster's work would do): it is connected now.
+    # The agent calls, yet claims nothing (as one whose Prefect server does not answer): it is connected.
     stack.client.post("/api/v1/agent/claim", json={"started_by_actions_only": True}, headers=agent)
-    listed = stack.client.get("/api/v1/tasks", headers=admin).json()["items"][0]
-    assert listed["waiting"]["reason"] == "slots-taken"
+    waiting = stack.client.get(f"/api/v1/tasks/{task_id}", headers=admin).json()["waiting"]
+    assert waiting["reason"] == "not-claimed" and "has not claimed it yet" in waiting["message"]
+    # Once a task of the cluster runs, a pending one waits for a slot.
+    other = _deploy(stack, "shop-2")
+    assert stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()["task"]["id"] == task_id
+    waiting = stack.client.get(f"/api/v1/tasks/{other}", headers=admin).json()["waiting"]
+    assert waiting["reason"] == "slots-taken" and "(1 task(s) running)" in waiting["message"]
     with stack.session() as session:  # an agent silent for two minutes no longer counts
         session.execute(update(AgentRow).values(last_seen_at=utcnow() - timedelta(minutes=2)))
-    assert (
-        stack.client.get("/api/v1/tasks", headers=admin).json()["items"][0]["waiting"]["reason"] == "no-agent"
-    )
+    assert stack.client.get(f"/api/v1/tasks/{other}", headers=admin).json()["waiting"]["reason"] == "no-agent"
 
 
 def test_cancelling_a_pending_task_takes_it_out_of_the_queue(stack: Stack) -> None:

@@ -266,7 +266,8 @@ class DeploymentOut(Answer):
 
 class WaitingOut(Answer):
     reason: WaitReason = Field(
-        description="no-agent (no agent of its cluster is connected), slots-taken (every slot of its "
+        description="no-agent (no agent of its cluster is connected), not-claimed (an agent is connected "
+        "and no task of its cluster runs, yet it has not claimed this one), slots-taken (every slot of its "
         "cluster's agents is taken) or helm-operation (it waits for another task's Helm operation)."
     )
     message: str = Field(description="Why it waits, as a sentence.")

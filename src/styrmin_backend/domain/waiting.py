@@ -22,6 +22,7 @@ class WaitReason(StrEnum):
     """What a task waits for."""
 
     NO_AGENT = "no-agent"
+    NOT_CLAIMED = "not-claimed"
     SLOTS_TAKEN = "slots-taken"
     HELM_OPERATION = "helm-operation"
 
@@ -79,6 +80,14 @@ def why_task_waits(
                 f'No agent of cluster "{cluster}" is connected (none has a process connected to a server, '
                 f"nor called one in the last {CONNECTED_WITHIN.seconds} s); it starts once one is. "
                 "Start the agent, or read its logs.",
+            )
+        if tasks_running == 0:
+            # A connected agent with a free slot claims at once: one that does not is waiting itself.
+            return Waiting(
+                WaitReason.NOT_CLAIMED,
+                f'An agent of cluster "{cluster}" is connected but has not claimed it yet; it starts once '
+                "the agent claims it. An agent claims no task while its Prefect server or its cluster "
+                "does not answer, or while it stops: read its logs.",
             )
         return Waiting(
             WaitReason.SLOTS_TAKEN,

@@ -222,7 +222,8 @@ class Deployment(_Model):
 
 
 class Waiting(_Model):
-    """Why a task waits: ``no-agent``, ``slots-taken`` or ``helm-operation`` (of task ``task_id``)."""
+    """Why a task waits: ``no-agent``, ``not-claimed``, ``slots-taken`` or ``helm-operation`` (of task
+    ``task_id``)."""
 
     reason: str
     message: str
