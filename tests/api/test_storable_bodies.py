@@ -76,3 +76,42 @@ def test_the_configure_page_refuses_values_that_are_not_numbers_beside_the_field
     assert "values.replicas is not a finite number (NaN or Infinity)" in html.unescape(page.text)
     tasks = stack.client.get("/api/v1/tasks", headers=admin).json()["items"]
     assert [task["type"] for task in tasks] == ["create"]
+
+
+def test_values_in_the_shape_of_a_stored_secret_are_refused_and_every_read_goes_on(
+    stack: Stack, admin: dict[str, str]
+) -> None:
+    # Taken before (202): stored as a sealed secret no key opens, it made every list of deployments,
+    # /metrics, every claim of the cluster's agents and the next start of the server fail.
+    before = stack.client.get("/api/v1/deployments/shop", headers=admin).json()
+    sealed = {"db": {"hosts": [{"$styrmin-encrypted": "garbage"}]}}
+
+    answer = stack.client.put(
+        "/api/v1/deployments/shop/configuration", json={"values": sealed}, headers=admin
+    )
+    created = stack.client.post(
+        "/api/v1/deployments",
+        json={"name": "sealed", "namespace": "sealed", "driver": "shop", "driver_version": "1.0.0",
+              "configuration": {"values": sealed}},
+        headers=admin,
+    )  # fmt: skip
+
+    applied = stack.client.post(
+        "/api/v1/deployments/shop/apply",
+        json={"driver": "shop", "driver_version": "1.0.0", "configuration": {"values": sealed}},
+        headers=admin,
+    )
+    for refused in (answer, created, applied):
+        assert refused.status_code == 422, refused.text
+        assert 'values.db.hosts.0 uses the key "$styrmin-encrypted"' in refused.json()["message"]
+    csrf = login_client(stack.client, "admin", ADMIN_PASSWORD)
+    page = stack.client.post(
+        "/deployments/shop/configure",
+        data={"values": 'db: {"$styrmin-encrypted": garbage}\n', "csrf_token": csrf},
+        follow_redirects=False,
+    )
+    assert page.status_code == 422, page.text
+    assert 'values.db uses the key "$styrmin-encrypted"' in html.unescape(page.text)
+    assert stack.client.get("/api/v1/deployments/shop", headers=admin).json() == before
+    assert stack.client.get("/api/v1/deployments", headers=admin).status_code == 200
+    assert stack.client.get("/api/v1/deployments/sealed", headers=admin).status_code == 404

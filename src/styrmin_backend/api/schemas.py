@@ -31,6 +31,7 @@ from styrmin_backend.drivers import (
     DeploymentConfiguration,
     DriverSpec,
     check_image_overrides,
+    check_values,
 )
 from styrmin_backend.protocol import Change, ClaimedHelmLock, ClaimedStep, ComponentStatus, TaskResult
 from styrmin_backend.services.deployment_models import Deployment
@@ -155,7 +156,9 @@ class PasswordResetOut(BaseModel):
 
 
 class ConfigurationIn(Strict):
-    values: dict[str, Any] = Field(default_factory=dict, description="Helm values for the driver's chart.")
+    values: Annotated[dict[str, Any], AfterValidator(check_values)] = Field(
+        default_factory=dict, description="Helm values for the driver's chart."
+    )
     images: Annotated[
         dict[ComponentName, Annotated[str, StringConstraints(min_length=1, max_length=512)]],
         AfterValidator(check_image_overrides),

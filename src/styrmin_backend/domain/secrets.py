@@ -43,6 +43,29 @@ def _is_envelope(data: Any) -> bool:
     return isinstance(data, dict) and set(data) == {ENCRYPTED} and isinstance(data[ENCRYPTED], str)
 
 
+def sealed_part(values: Any, path: str = "values") -> str | None:
+    """The path of the first mapping in ``values`` (a user's Helm values, depth already bounded)
+    that uses the key Styrmin keeps for values it stored encrypted, else None.
+
+    Taken as sent, such a mapping would be stored as a sealed secret that no key opens: every read of
+    the deployment, and the agents' claims, would then fail.
+
+    >>> sealed_part({"db": {"$styrmin-encrypted": "gAAAA"}})
+    'values.db'
+    """
+    if isinstance(values, dict):
+        if ENCRYPTED in values:
+            return path
+        for key, child in values.items():
+            if (found := sealed_part(child, f"{path}.{key}")) is not None:
+                return found
+    elif isinstance(values, list):
+        for index, child in enumerate(values):
+            if (found := sealed_part(child, f"{path}.{index}")) is not None:
+                return found
+    return None
+
+
 def map_secret_values(data: Any, replace: Callable[[Any, bool], Any], key: str = "") -> Any:
     """A copy of ``data`` (JSON-like, under ``key``) with each secret value ``v`` replaced by
     ``replace(v, whole)``: the one walk of the secret rule, which concealing and sealing both use.

@@ -17,6 +17,7 @@ from styrmin_backend.drivers.configuration import (
     ConfigurationError,
     DeploymentConfiguration,
     check_image_overrides,
+    check_values,
     render_image,
 )
 from styrmin_backend.drivers.images import component_images
@@ -94,6 +95,7 @@ __all__ = [
     "InstallChart",
     "RenderError",
     "check_image_overrides",
+    "check_values",
     "component_images",
     "load_action_flow",
     "load_driver_spec",

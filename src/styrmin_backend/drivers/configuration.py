@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from styrmin_backend.domain.deployments import ENV_VAR_NAME_RULE, is_env_var_name
+from styrmin_backend.domain.secrets import ENCRYPTED, sealed_part
 from styrmin_backend.domain.storable import unstorable_part
 from styrmin_drivers.spec import DriverSpec
 
@@ -55,6 +56,20 @@ def check_image_overrides(images: dict[str, str]) -> dict[str, str]:
     return images
 
 
+def check_values(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (a deployment's Helm values) if Styrmin can keep them; raises ValueError naming the
+    part at fault otherwise (every way in: the API, the pages, ``apply``)."""
+    found = unstorable_part(values, "values")
+    if found is not None:
+        raise ValueError(" ".join(found))
+    if (sealed := sealed_part(values)) is not None:
+        raise ValueError(
+            f'{sealed} uses the key "{ENCRYPTED}", which Styrmin keeps for the secret values it stores '
+            "encrypted; rename the key. Send a secret value as it is: Styrmin encrypts it."
+        )
+    return values
+
+
 class DeploymentConfiguration(BaseModel):
     """What an operator configures on a deployment, applied on top of the driver's chart.
 
@@ -76,10 +91,7 @@ class DeploymentConfiguration(BaseModel):
     @field_validator("values")
     @classmethod
     def _values_are_storable(cls, values: dict[str, Any]) -> dict[str, Any]:
-        found = unstorable_part(values, "values")
-        if found is not None:
-            raise ValueError(" ".join(found))
-        return values
+        return check_values(values)
 
     @field_validator("images")
     @classmethod
