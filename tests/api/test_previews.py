@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import sqlite3
@@ -120,6 +121,64 @@ def test_a_secret_env_value_is_never_in_a_preview(stack: Stack) -> None:
     assert secret["change"] == "changed"
     assert "<secret: changed>" in secret["diff"]
     assert response.json()["configuration_to"]["env"]["server"]["DB_PASSWORD"] == "<secret: changed>"
+
+
+_CONFIG_FILE_TEMPLATE = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-config
+data:
+  app.properties: |
+    db.password={{ (.Values.db | default dict).password }}
+    workers={{ .Values.workers | default 1 }}
+  encoded: {{ (.Values.db | default dict).password | default "" | b64enc | quote }}
+  all.json: {{ toJson .Values | quote }}
+"""
+
+
+def test_a_secret_value_the_chart_writes_into_a_config_file_is_never_in_a_preview(stack: Stack) -> None:
+    # Charts that write a password into a config file, b64enc it or toJson the values are common: the
+    # preview showed it to every Read/write user, in clear and in base64.
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = driver_folder(Path(scratch) / "shop")
+        (folder / "chart" / "templates" / "config.yaml").write_text(_CONFIG_FILE_TEMPLATE)
+        package = read_driver(folder)
+    with stack.session() as session:
+        drivers.push_driver(session, package, DriverReport(), pushed_by="admin")
+    token = stack.token_for("admin")
+    _create(stack, token, {"values": {"db": {"password": "old-pass-in-file"}, "workers": 2}})
+
+    shown = _preview(
+        stack,
+        stack.make_user("wanda", Role.READ_WRITE),
+        {"type": "configure", "configuration": {"values": {"db": {"password": SECRET_PASSWORD}, "workers": 4}}},
+    )
+
+    text = json.dumps(shown)
+    for value in (SECRET_PASSWORD, "old-pass-in-file"):
+        assert value not in text
+        assert base64.b64encode(value.encode()).decode() not in text
+    (config,) = [o for o in shown["objects"] if o["kind"] == "ConfigMap"]
+    assert config["change"] == "changed"
+    assert f"db.password={SECRET_CHANGED}" in config["diff"]
+    assert "-    workers=2" in config["diff"] and "+    workers=4" in config["diff"]
+
+
+def test_a_render_error_never_shows_a_secret_value(stack: Stack) -> None:
+    stack.add_driver("1.0.0")
+    token = stack.token_for("admin")
+    _create(stack, token)
+
+    shown = _preview(
+        stack,
+        token,
+        {"type": "configure", "configuration": {"values": {"server": {"replicas": SECRET_PASSWORD},
+                                                           "password": SECRET_PASSWORD}}},
+    )  # fmt: skip
+
+    # Helm quoted the value it could not read as a number; the value is secret elsewhere in the values.
+    assert shown["render_error"].endswith("invalid literal for int() with base 10: '<redacted>'")
 
 
 def _plain_checksum(secret: dict[str, str]) -> str:

@@ -9,7 +9,9 @@ secret are replaced, on both sides, by a marker saying only whether the value ch
 
 from __future__ import annotations
 
+import base64
 import difflib
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -71,27 +73,43 @@ def _segment(item: Any, index: int) -> str | int:
     return index
 
 
-def _secret_leaves(manifest: Mapping[str, Any]) -> dict[Path, Any]:
+def known_secrets(values: Iterable[str]) -> re.Pattern[str] | None:
+    """A pattern of the secret values of the configurations rendered, and of their base64 forms (a
+    chart may put a password into a config file, or ``b64enc`` it into a ConfigMap), longest first;
+    None without any."""
+    literals = {form for value in values for form in (value, base64.b64encode(value.encode()).decode())}
+    if not literals:
+        return None
+    return re.compile("|".join(re.escape(literal) for literal in sorted(literals, key=len, reverse=True)))
+
+
+def _secret_leaves(manifest: Mapping[str, Any], known: re.Pattern[str] | None) -> dict[Path, Any]:
     found: dict[Path, Any] = {}
-    _mask(manifest, lambda path, value: found.setdefault(path, value))
+    _mask(manifest, lambda path, value, partly: found.setdefault(path, value), known)
     return found
 
 
-def _mask(manifest: Mapping[str, Any], mark: Callable[[Path, Any], Any]) -> dict[str, Any]:
-    """A copy of ``manifest`` with each secret value replaced by ``mark(path, value)``."""
+Mark = Callable[[Path, Any, bool], Any]
+"""What replaces a secret leaf: ``mark(path, value, partly)``, ``partly`` for a text that is secret only
+for the known secret values it holds (the rest of it may be shown)."""
+
+
+def _mask(manifest: Mapping[str, Any], mark: Mark, known: re.Pattern[str] | None = None) -> dict[str, Any]:
+    """A copy of ``manifest`` with each secret value replaced by ``mark``: by the rules of
+    ``domain.secrets``, and each text holding one of the ``known`` secret values."""
     copy: dict[str, Any] = {}
     is_secret_object = manifest.get("kind") == "Secret"
     for key, value in manifest.items():
         if is_secret_object and key in ("data", "stringData") and isinstance(value, dict):
-            copy[key] = {k: mark((key, str(k)), v) for k, v in value.items()}
+            copy[key] = {k: mark((key, str(k)), v, False) for k, v in value.items()}
         else:
-            copy[key] = _mask_value(value, str(key), (str(key),), mark)
+            copy[key] = _mask_value(value, str(key), (str(key),), mark, known)
     return copy
 
 
-def _mask_value(value: Any, key: str, path: Path, mark: Callable[[Path, Any], Any]) -> Any:
+def _mask_value(value: Any, key: str, path: Path, mark: Mark, known: re.Pattern[str] | None) -> Any:
     if key and is_secret_name(key) and value not in (None, "", {}, []):
-        return mark(path, value)
+        return mark(path, value, False)
     if isinstance(value, dict):
         env_name = value.get("name")
         masked: dict[str, Any] = {}
@@ -103,35 +121,58 @@ def _mask_value(value: Any, key: str, path: Path, mark: Callable[[Path, Any], An
                 and is_secret_name(env_name)
                 and v not in (None, "")
             ):
-                masked[k] = mark((*path, "value"), v)
+                masked[k] = mark((*path, "value"), v, False)
             else:
-                masked[k] = _mask_value(v, str(k), (*path, str(k)), mark)
+                masked[k] = _mask_value(v, str(k), (*path, str(k)), mark, known)
         return masked
     if isinstance(value, list):
-        return [_mask_value(item, key, (*path, _segment(item, i)), mark) for i, item in enumerate(value)]
-    if isinstance(value, str) and conceal(value) != value:
-        return mark(path, value)
+        return [
+            _mask_value(item, key, (*path, _segment(item, i)), mark, known) for i, item in enumerate(value)
+        ]
+    if isinstance(value, str):
+        if conceal(value) != value:
+            return mark(path, value, False)
+        if known is not None and known.search(value):
+            return mark(path, value, True)
     return value
 
 
 def conceal_pair(
-    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    known: re.Pattern[str] | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """``before`` and ``after`` (one object, either may be missing) with their secret values masked:
     ``SECRET_UNCHANGED`` on both sides where a value stayed, ``SECRET_EARLIER`` then ``SECRET_CHANGED``
-    where it differs, ``SECRET_ADDED`` where only one side has it."""
-    old = _secret_leaves(before) if before is not None else {}
-    new = _secret_leaves(after) if after is not None else {}
+    where it differs, ``SECRET_ADDED`` where only one side has it.
 
-    def marker(path: Path, value: Any, other: dict[Path, Any], changed: str) -> str:
+    A text that holds ``known`` secret values among other lines (a config file) keeps those lines:
+    only the secret values in it are masked, changed where the other side holds other ones.
+    """
+    old = _secret_leaves(before, known) if before is not None else {}
+    new = _secret_leaves(after, known) if after is not None else {}
+
+    def marker(path: Path, value: Any, partly: bool, other: dict[Path, Any], changed: str) -> str:
+        theirs = other.get(path)
         if path not in other:
-            return SECRET_ADDED
-        return SECRET_UNCHANGED if other[path] == value else changed
+            verdict = SECRET_ADDED
+        elif partly and known is not None:
+            same = isinstance(theirs, str) and known.findall(theirs) == known.findall(value)
+            verdict = SECRET_UNCHANGED if same else changed
+        else:
+            verdict = SECRET_UNCHANGED if theirs == value else changed
+        return known.sub(verdict, value) if partly and known is not None else verdict
 
     masked_before = (
-        _mask(before, lambda p, v: marker(p, v, new, SECRET_EARLIER)) if before is not None else None
+        _mask(before, lambda p, v, partly: marker(p, v, partly, new, SECRET_EARLIER), known)
+        if before is not None
+        else None
     )
-    masked_after = _mask(after, lambda p, v: marker(p, v, old, SECRET_CHANGED)) if after is not None else None
+    masked_after = (
+        _mask(after, lambda p, v, partly: marker(p, v, partly, old, SECRET_CHANGED), known)
+        if after is not None
+        else None
+    )
     return masked_before, masked_after
 
 
@@ -145,18 +186,21 @@ def diff_manifests(
     before: Iterable[Mapping[str, Any]],
     after: Iterable[Mapping[str, Any]],
     *,
+    secrets: Iterable[str] = (),
     max_lines: int = DIFF_MAX_LINES,
 ) -> list[ObjectDiff]:
     """Each object of ``before`` and ``after`` with what happens to it, in ``after``'s order, then the
-    removed ones in ``before``'s order. Diffs hold no secret value; together they hold at most
-    ``max_lines`` lines."""
+    removed ones in ``before``'s order. Diffs hold no secret value (``secrets``: those of the
+    configurations rendered, wherever the chart put them); together they hold at most ``max_lines``
+    lines."""
+    known = known_secrets(secrets)
     old = {_key(m): m for m in before}
     new = {_key(m): m for m in after}
     keys = list(new) + [k for k in old if k not in new]
     budget = max_lines
     result: list[ObjectDiff] = []
     for key in keys:
-        masked_old, masked_new = conceal_pair(old.get(key), new.get(key))
+        masked_old, masked_new = conceal_pair(old.get(key), new.get(key), known)
         if masked_old is None:
             change = ObjectChange.ADDED
         elif masked_new is None:

@@ -25,7 +25,9 @@ from sqlalchemy.orm import Session
 from styrmin_backend.domain.errors import DomainError
 from styrmin_backend.domain.manifest_diff import ObjectDiff, conceal_configuration_pair, diff_manifests
 from styrmin_backend.domain.plan import Plan, decide
+from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.roles import Role, role_refusal
+from styrmin_backend.domain.secrets import secret_values
 from styrmin_backend.domain.status import DeploymentStatus
 from styrmin_backend.domain.tasks import TaskType
 from styrmin_backend.drivers import (
@@ -307,7 +309,9 @@ def render_preview(preview: Preview) -> Preview:
     except DriverChecksBusy:
         raise
     except (RenderError, DriverError, ValueError) as error:
-        return replace(preview, render_error=f"The chart does not render for this change: {error}")
+        # Helm quotes the values it could not use: a secret one must not reach the user.
+        said = redact(str(error), _secrets_of(preview))
+        return replace(preview, render_error=f"The chart does not render for this change: {said}")
     before_images = (
         _images_of(preview._before.spec, before_manifests, name, preview._before)
         if preview._before is not None
@@ -318,4 +322,15 @@ def render_preview(preview: Preview) -> Preview:
         ComponentImages(component=component, before=before_images.get(component, []), after=after)
         for component, after in after_images.items()
     ]
-    return replace(preview, objects=diff_manifests(before_manifests, after_manifests), images=images)
+    objects = diff_manifests(before_manifests, after_manifests, secrets=_secrets_of(preview))
+    return replace(preview, objects=objects, images=images)
+
+
+def _secrets_of(preview: Preview) -> set[str]:
+    """The secret values of the configurations a preview renders, wherever a chart puts them."""
+    return {
+        value
+        for rendered in (preview._before, preview._after)
+        if rendered is not None
+        for value in secret_values(rendered.configuration)
+    }
