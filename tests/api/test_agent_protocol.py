@@ -384,7 +384,8 @@ def test_renewing_a_lease_extends_it_and_a_lost_task_is_refused(stack: Stack) ->
 def test_a_read_waiting_for_a_task_answers_with_its_end_once_the_agent_ends_it(stack: Stack) -> None:
     _deploy(stack)
     agent = _agent(stack)
-    task_id = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()["task"]["id"]
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    task_id, actions = claim["task"]["id"], stack.headers(claim["actions_token"])
     reader = stack.headers(stack.make_user("reader", Role.READ_ONLY))
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(
@@ -400,7 +401,8 @@ def test_a_read_waiting_for_a_task_answers_with_its_end_once_the_agent_ends_it(s
 def test_a_read_waiting_for_a_task_that_goes_on_answers_with_it_still_running(stack: Stack) -> None:
     _deploy(stack)
     agent = _agent(stack)
-    task_id = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()["task"]["id"]
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    task_id, actions = claim["task"]["id"], stack.headers(claim["actions_token"])
     admin = stack.headers(stack.token_for("admin"))
     answer = stack.client.get(f"/api/v1/tasks/{task_id}", params={"wait_until_end": 0.2}, headers=admin)
     assert answer.status_code == 200, answer.text
@@ -655,3 +657,48 @@ def test_a_malformed_plan_version_is_refused_naming_it_and_claims_nothing(stack:
         assert refused.status_code == 422 and "plan_version" in refused.text, refused.text
     claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
     assert claim["task"]["id"] == task_id and _task_steps(stack, task_id) == []
+
+
+def test_what_a_task_records_never_holds_a_secret_value_of_its_configuration(stack: Stack) -> None:
+    # Helm and commands quote the values they could not use: a step's error, a note, a command's output
+    # and the task's error are redacted with the change's secret values, wherever the agent's text holds them.
+    stack.add_driver()
+    admin = stack.headers(stack.token_for("admin"))
+    password, api_key = "plain-word-hunter2", "k3y-of-the-shop-api"
+    created = stack.client.post(
+        "/api/v1/deployments",
+        json={**CREATE, "configuration": {"values": {"db": {"password": password}},
+                                          "env": {"server": {"SHOP_API_KEY": api_key}}}},
+        headers=admin,
+    )  # fmt: skip
+    assert created.status_code == 202, created.text
+    agent = _agent(stack)
+    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
+    task_id, actions = claim["task"]["id"], stack.headers(claim["actions_token"])
+    step = stack.client.post(
+        f"/api/v1/agent/tasks/{task_id}/steps", json={"name": "Install"}, headers=agent
+    ).json()
+    said = f'Deployment "shop-server" is invalid: spec.replicas: Invalid value: "{password}" ({api_key})'
+    for answer in (
+        stack.client.post(f"/api/v1/agent/steps/{step['id']}/notes", json={"note": said}, headers=actions),
+        stack.client.put(
+            f"/api/v1/agent/steps/{step['id']}/output",
+            json={"output_tail": f"connecting with {password}\n", "output_truncated": False},
+            headers=actions,
+        ),
+        stack.client.post(f"/api/v1/agent/steps/{step['id']}/end", json={"error": said}, headers=agent),
+    ):
+        assert answer.status_code == 200, answer.text
+    ended = stack.client.post(f"/api/v1/agent/tasks/{task_id}/end", json={"error": said}, headers=agent)
+    assert ended.status_code == 200, ended.text
+
+    task = stack.client.get(f"/api/v1/tasks/{task_id}", headers=admin)
+    assert password not in task.text and api_key not in task.text
+    (recorded,) = task.json()["steps"]
+    assert (
+        recorded["error"]
+        == 'Deployment "shop-server" is invalid: spec.replicas: Invalid value: "<redacted>" (<redacted>)'
+    )
+    assert recorded["notes"] == [recorded["error"]]
+    assert recorded["output_tail"] == "connecting with <redacted>\n"
+    assert task.json()["error"] == recorded["error"]

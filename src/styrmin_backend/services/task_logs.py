@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 from styrmin_backend.domain.errors import InvalidInput, NotFound
 from styrmin_backend.domain.hooks import MODE_ORDER, Hook, Mode, hook_step_name
 from styrmin_backend.domain.redaction import redact
-from styrmin_backend.domain.secrets import secret_values
 from styrmin_backend.domain.tasks import TaskStatus
-from styrmin_backend.store.models import ChangeRow, DeploymentRow, StepRow, TaskRow
+from styrmin_backend.services import workflow
+from styrmin_backend.store.models import StepRow, TaskRow
 
 LOG_PAGE_MAX_LINES = 500
 """The most log lines one read returns; read on from ``next_offset``."""
@@ -154,19 +154,8 @@ def log_sources(session: Session, task_id: int, step: int | None) -> LogSources:
         revision=task.revision or 0,
         sources=sources,
         outputs=outputs,
-        secrets=frozenset(_secrets_of(session, task)),
+        secrets=frozenset(workflow.secrets_of_task(session, task)),
     )
-
-
-def _secrets_of(session: Session, task: TaskRow) -> set[str]:
-    configuration: Any = None
-    if task.change_id is not None:
-        change = session.get(ChangeRow, task.change_id)
-        configuration = (change.spec if change is not None else {}).get("configuration")
-    if configuration is None and task.deployment_id is not None:
-        deployment = session.get(DeploymentRow, task.deployment_id)
-        configuration = deployment.configuration if deployment is not None else None
-    return secret_values(configuration) if configuration else set()
 
 
 def _action_of(run: FlowRunRef, prefix: str) -> str:

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.errors import NotFound
 from styrmin_backend.domain.redaction import redact
+from styrmin_backend.domain.secrets import secret_values
 from styrmin_backend.domain.tasks import (
     ChildTaskResult,
     Step,
@@ -24,7 +25,7 @@ from styrmin_backend.domain.tasks import (
 )
 from styrmin_backend.services import task_models
 from styrmin_backend.store.db import read_for_update
-from styrmin_backend.store.models import StepRow, TaskRow
+from styrmin_backend.store.models import ChangeRow, DeploymentRow, StepRow, TaskRow
 
 
 def _task_row(session: Session, task_id: int) -> TaskRow:
@@ -39,6 +40,27 @@ def _step_row(session: Session, step_id: int) -> StepRow:
     if row is None:
         raise NotFound(f"There is no step {step_id}.", field="step_id")
     return row
+
+
+def secrets_of_task(session: Session, task: TaskRow) -> set[str]:
+    """The secret values of the configuration task ``task`` carries out (its change's, else its
+    deployment's): to redact wherever they appear in what it records, as a command or Helm quotes them."""
+    configuration: Any = None
+    if task.change_id is not None:
+        change = session.get(ChangeRow, task.change_id)
+        configuration = (change.spec if change is not None else {}).get("configuration")
+    if configuration is None and task.deployment_id is not None:
+        deployment = session.get(DeploymentRow, task.deployment_id)
+        configuration = deployment.configuration if deployment is not None else None
+    return secret_values(configuration) if configuration else set()
+
+
+def _redacted(session: Session, task_id: int, text: str) -> str:
+    """``text`` (a step's error, note or output, a task's error) as task ``task_id`` records it."""
+    if not text:
+        return text
+    task = session.get(TaskRow, task_id)
+    return redact(text, secrets_of_task(session, task) if task is not None else ())
 
 
 def task_of_step(session: Session, step_id: int) -> int:
@@ -136,7 +158,7 @@ def add_step(
 def add_step_note(session: Session, step_id: int, note: str) -> task_models.Step:
     """Add a note to a step (for example the line naming a deleted Job)."""
     row = _step_row(session, step_id)
-    row.notes = [*row.notes, redact(note)]
+    row.notes = [*row.notes, _redacted(session, row.task_id, note)]
     return task_models.Step.model_validate(row)
 
 
@@ -145,7 +167,7 @@ def set_step_output(
 ) -> task_models.Step:
     """Store the kept end of a failed command's output on a step."""
     row = _step_row(session, step_id)
-    row.output_tail = redact(output_tail)
+    row.output_tail = _redacted(session, row.task_id, output_tail)
     row.output_truncated = output_truncated
     return task_models.Step.model_validate(row)
 
@@ -157,7 +179,7 @@ def end_step(session: Session, step_id: int, *, error: str | None = None) -> tas
     if error is None:
         step.succeed(utcnow())
     else:
-        step.fail(utcnow(), redact(error))
+        step.fail(utcnow(), _redacted(session, row.task_id, error))
     _write_step(step, row)
     return task_models.Step.model_validate(row)
 
@@ -184,7 +206,7 @@ def end_task(
     if error is None:
         task.succeed(utcnow())
     else:
-        task.fail(utcnow(), redact(error))
+        task.fail(utcnow(), _redacted(session, task_id, error))
     children = _child_results(session, task_id, steps)
     row.status, row.started_at, row.ended_at, row.error = (
         task.status.value,
@@ -207,7 +229,7 @@ def cancel_task(session: Session, task_id: int, *, error: str, by: str) -> TaskR
     for step, step_row in zip(task.steps, steps, strict=True):
         _write_step(step, step_row)
     row.status, row.started_at, row.ended_at = task.status.value, task.started_at, task.ended_at
-    row.error = redact(error)
+    row.error = _redacted(session, task_id, error)
     row.cancelled_by, row.cancelled_at = by, now
     row.waits_for_helm_of_task_id = None
     row.result = rollup_result(row.result, _child_results(session, task_id, steps))
