@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Engine
 
-from styrmin_backend.api import RefuseNulInRequestLine, install_api
+from styrmin_backend.api import LimitRequestBody, RefuseNulInRequestLine, install_api
 from styrmin_backend.memory import keep_started_objects_out_of_garbage_collections
 from styrmin_backend.metrics import RequestMetrics, server_registry
 from styrmin_backend.prefect_logs import PrefectLogReader
@@ -69,6 +69,7 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     install_api(app)
     install_web(app)
     app.add_middleware(RefuseNulInRequestLine, page=refused_page)
+    app.add_middleware(LimitRequestBody, page=refused_page)
     app.add_middleware(RequestMetrics)
     return app
 

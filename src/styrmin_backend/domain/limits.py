@@ -28,10 +28,16 @@ __all__ = [
     "RENDER_MAX_NODES",
     "RENDER_MAX_OUTPUT_BYTES",
     "RENDER_TIMEOUT_SECONDS",
+    "REQUEST_BODY_MAX_BYTES",
     "SPEC_MAX_BYTES",
     "YAML_MAX_DEPTH",
     "YAML_MAX_NODES",
 ]
+
+REQUEST_BODY_MAX_BYTES = 8 * 1024 * 1024
+"""The largest body a request may send, but a driver's upload (``DRIVER_ARCHIVE_MAX_BYTES``): a
+configuration's Helm values are far smaller (Helm keeps a release's in one Kubernetes object of at most
+1 MiB), and the server reads a body whole before it knows who sent it."""
 
 OUTPUT_TAIL_MAX_LINES = 200
 """A failed Job's output kept on its hook step: at most this many last lines..."""

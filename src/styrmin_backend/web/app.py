@@ -22,6 +22,7 @@ def install_web(app: FastAPI) -> None:
     app.mount(STATIC_PATH, StaticFiles(directory=Path(__file__).parent / "static"), name="static")
 
 
-def refused_page(request: Request, message: str) -> Response:
-    """The page that refuses a request the server cannot act on (422), saying what to change."""
-    return render(request, "error.html", None, 422, title="The request was refused", message=message)
+def refused_page(request: Request, message: str, status: int = 422) -> Response:
+    """The page that refuses a request the server cannot act on (422, or 413 for a body too large),
+    saying what to change."""
+    return render(request, "error.html", None, status, title="The request was refused", message=message)
