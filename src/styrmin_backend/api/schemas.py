@@ -35,7 +35,7 @@ from styrmin_backend.drivers import (
 )
 from styrmin_backend.protocol import Change, ClaimedHelmLock, ClaimedStep, ComponentStatus, TaskResult
 from styrmin_backend.services.deployment_models import Deployment
-from styrmin_backend.services.drivers import Driver
+from styrmin_backend.services.drivers import DriverVersion
 from styrmin_backend.services.tasks import TaskDetail
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -382,7 +382,7 @@ class DriverVersionOut(BaseModel):
     pushed_at: datetime
 
     @classmethod
-    def of(cls, row: Driver) -> DriverVersionOut:
+    def of(cls, row: DriverVersion) -> DriverVersionOut:
         spec = DriverSpec.model_validate(row.spec)
         return cls(
             name=row.name,

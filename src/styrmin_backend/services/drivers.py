@@ -37,17 +37,22 @@ class DriverInfo:
     default_app_version: str
 
 
-class Driver(ReadModel):
-    """A stored driver version as pushed: its spec, archive and checksum, who pushed it and when."""
+class DriverVersion(ReadModel):
+    """A stored driver version as lists show it: its spec and checksum, who pushed it and when."""
 
     id: int
     name: str
     version: str
     checksum: str
     spec: dict[str, Any]
-    archive: bytes
     pushed_by: str
     pushed_at: datetime
+
+
+class Driver(DriverVersion):
+    """A stored driver version as pushed, with its archive (up to 32 MiB: read only to use it)."""
+
+    archive: bytes
 
 
 @dataclass(frozen=True)
@@ -123,12 +128,16 @@ def get_driver_info(session: Session, name: str, version: str) -> DriverInfo:
     )
 
 
-def list_drivers(session: Session) -> list[Driver]:
-    """Every stored driver version, by name then push order."""
-    return [
-        Driver.model_validate(row)
-        for row in session.scalars(select(DriverRow).order_by(DriverRow.name, DriverRow.id))
-    ]
+_LISTED = [getattr(DriverRow, field) for field in DriverVersion.model_fields]
+
+
+def list_drivers(session: Session, name: str | None = None) -> list[DriverVersion]:
+    """Every stored driver version (or those of driver ``name``), by name then push order; without
+    their archives, which a list never needs."""
+    query = select(*_LISTED).order_by(DriverRow.name, DriverRow.id)
+    if name is not None:
+        query = query.where(DriverRow.name == name)
+    return [DriverVersion.model_validate(row._mapping) for row in session.execute(query)]
 
 
 class DriverChecksBusy(TooManyAttempts):

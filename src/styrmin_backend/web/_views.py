@@ -16,7 +16,7 @@ from styrmin_backend.domain.tasks import TaskStatus
 from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec
 from styrmin_backend.services import changes, deployment_status, drivers, tasks
 from styrmin_backend.services.deployment_models import Deployment
-from styrmin_backend.services.drivers import Driver
+from styrmin_backend.services.drivers import DriverVersion
 from styrmin_backend.services.task_models import Step, Task
 from styrmin_backend.services.tasks import StartedBy, TaskDetail
 from styrmin_backend.web._rendered import Rendered, rendered_components
@@ -232,14 +232,14 @@ def masked_values(row: Deployment) -> dict[str, Any]:
 
 def driver_versions(session: Session, name: str) -> list[str]:
     """The stored versions of driver ``name``, in push order."""
-    return [row.version for row in drivers.list_drivers(session) if row.name == name]
+    return [row.version for row in drivers.list_drivers(session, name)]
 
 
 @dataclass(frozen=True)
 class DriverView:
     """A stored driver version as the drivers page shows it."""
 
-    row: Driver
+    row: DriverVersion
     spec: DriverSpec
 
 

@@ -119,7 +119,7 @@ def list_drivers(
     cursor: Cursor = None,
 ) -> list[DriverVersionOut]:
     """Every stored driver version, by name and then as pushed (or one driver's versions)."""
-    found = [DriverVersionOut.of(row) for row in drivers.list_drivers(db) if name is None or row.name == name]
+    found = [DriverVersionOut.of(row) for row in drivers.list_drivers(db, name)]
     return page_of(
         found,
         lambda d: f"{d.name}@{d.version}",
