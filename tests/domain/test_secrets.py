@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from styrmin_backend.domain.login_throttle import MAX_BLOCK, block_for
 from styrmin_backend.domain.redaction import redact
 from styrmin_backend.domain.secrets import (
@@ -118,3 +120,29 @@ def test_what_is_concealed_is_exactly_what_is_sealed() -> None:
             "/env/web/SECRET_KEY",
         }
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        # Each of these was shown in clear to Read-only users, and stored unencrypted, before.
+        ("redis://:REDISPW123@redis:6379/0", f"redis://:{SECRET_SET}@redis:6379/0"),  # Redis: no user
+        ("redis://default:ab/cd+EF==@redis:6379", f"redis://default:{SECRET_SET}@redis:6379"),  # base64
+        ("amqp://user:P@SSW0RD@host/vhost", f"amqp://user:{SECRET_SET}@host/vhost"),  # most of it showed
+        (
+            "jdbc:postgresql://db/shop?user=shop&password=pw-9&ssl=true",
+            f"jdbc:postgresql://db/shop?user=shop&password={SECRET_SET}&ssl=true",
+        ),
+        ("https://hooks.example.com/x?api_key=k-1", f"https://hooks.example.com/x?api_key={SECRET_SET}"),
+    ],
+)
+def test_the_password_of_a_url_is_secret_in_every_form_users_write_it(value: str, shown: str) -> None:
+    assert conceal(value, "REDIS_URL") == shown
+    assert conceal({"cache": value}) == {"cache": shown}
+
+
+@pytest.mark.parametrize(
+    "value", ["https://example.com:8443/shop", "git@github.com:org/repo.git", "http://host/a?page=2&user=me"]
+)
+def test_a_url_without_credentials_stays_as_it_is(value: str) -> None:
+    assert conceal(value, "URL") == value

@@ -21,7 +21,7 @@ from functools import cache
 from typing import Any
 
 from styrmin_backend.domain.limits import REDACTED
-from styrmin_backend.domain.secrets import HIDDEN_VALUE_NAME_WORDS
+from styrmin_backend.domain.secrets import HIDDEN_VALUE_NAME_WORDS, URL_PASSWORD
 
 _KEY_WORDS = HIDDEN_VALUE_NAME_WORDS
 
@@ -51,7 +51,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # scheme://user:password@host: keep the user and host.
     (
-        re.compile(r"(?P<keep>://[^\s/:@'\"]{1,256}:)(?!<redacted>@)[^\s/@'\"]{1,1024}(?=@)"),
+        re.compile(URL_PASSWORD.replace("(?P<password>", "(?!<redacted>@)(?P<password>")),
         _keep_group("keep"),
     ),
     # Authorization headers: "Bearer <token>", "Basic <base64>", "token <token>".

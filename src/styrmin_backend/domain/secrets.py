@@ -30,8 +30,19 @@ SECRET_SET = "<secret: set>"  # noqa: S105 - a marker, not a secret
 ENCRYPTED = "$styrmin-encrypted"
 """The key of the envelope that stands for a secret value stored encrypted: ``{ENCRYPTED: token}``."""
 
+URL_PASSWORD = r"(?P<keep>://[^\s/:@'\"]{0,256}:)(?P<password>[^\s'\"]{1,1024})(?=@)"  # noqa: S105 - a pattern
+"""The password of a URL with credentials, wherever it stands: after ``scheme://user:`` (the user may
+be empty, as Redis' ``redis://:PASSWORD@host``) up to the URL's last ``@``, so a password holding
+``/`` or ``@`` unencoded is caught whole. A path holding ``@`` after a port is taken for one too:
+concealing too much is the safe side."""
+
 _SECRET_NAME = re.compile(HIDDEN_VALUE_NAME_WORDS, re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(?P<keep>://[^\s/:@'\"]{1,256}:)[^\s/@'\"]{1,1024}(?=@)")
+_URL_PASSWORD = re.compile(URL_PASSWORD)
+_QUERY_SECRET = re.compile(
+    rf"(?P<keep>[?&;][\w.-]{{0,40}}(?:{HIDDEN_VALUE_NAME_WORDS})[\w.-]{{0,40}}=)[^&;#\s'\"]{{1,1024}}",
+    re.IGNORECASE,
+)
+"""A secret query parameter of a URL (``jdbc:postgresql://db/shop?user=shop&password=PASSWORD``)."""
 
 
 def is_secret_name(name: str) -> bool:
@@ -71,7 +82,8 @@ def map_secret_values(data: Any, replace: Callable[[Any, bool], Any], key: str =
     ``replace(v, whole)``: the one walk of the secret rule, which concealing and sealing both use.
 
     ``whole`` is True for a value under a secret key (a mapping or list under it too, unless it is
-    empty), False for a string holding a URL's password. Sealed values (envelopes) are left as they are.
+    empty), False for a string holding a URL's password or secret query parameter. Sealed values
+    (envelopes) are left as they are.
     """
     if _is_envelope(data):
         return data
@@ -81,7 +93,7 @@ def map_secret_values(data: Any, replace: Callable[[Any, bool], Any], key: str =
         return {k: map_secret_values(v, replace, str(k)) for k, v in data.items()}
     if isinstance(data, list):
         return [map_secret_values(item, replace, key) for item in data]
-    if isinstance(data, str) and _URL_PASSWORD.search(data):
+    if isinstance(data, str) and (_URL_PASSWORD.search(data) or _QUERY_SECRET.search(data)):
         return replace(data, False)
     return data
 
@@ -107,7 +119,9 @@ def map_secret_configuration(
 
 
 def _concealed(value: Any, whole: bool) -> Any:
-    return SECRET_SET if whole else _URL_PASSWORD.sub(rf"\g<keep>{SECRET_SET}", value)
+    if whole:
+        return SECRET_SET
+    return _QUERY_SECRET.sub(rf"\g<keep>{SECRET_SET}", _URL_PASSWORD.sub(rf"\g<keep>{SECRET_SET}", value))
 
 
 def conceal(data: Any, key: str = "") -> Any:
