@@ -152,6 +152,10 @@ def test_unknown_component_in_the_configuration_is_named(demo: tuple[Path, Drive
     [
         ({"images": {"server": "shop:{{ .Values.tag }}"}}, "uses a template other than {{ app.version }}"),
         ({"images": {"server": "shop: 1"}}, "is not an image reference"),
+        # Taken before, stored and shown, and only failed in the cluster.
+        ({"images": {"server": "postgres://u:secret@db/shop"}}, "is not an image reference"),
+        ({"images": {"server": "Shop/Server:1"}}, "is not an image reference"),
+        ({"images": {"server": "shop:"}}, "is not an image reference"),
         ({"env": {"server": {"1BAD": "x"}}}, '"1BAD" is not an env var name'),
         ({"replicas": 2}, "Extra inputs are not permitted"),
     ],
@@ -159,6 +163,21 @@ def test_unknown_component_in_the_configuration_is_named(demo: tuple[Path, Drive
 def test_configuration_is_checked(configuration: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("{", r"\{").replace("}", r"\}").replace(".", r"\.")):
         DeploymentConfiguration.model_validate(configuration)
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "nginx",
+        "registry.local:5000/shop/server:{{ app.version }}-debug",
+        "ghcr.io/org/app:v1.2.3_rc1",
+        "[::1]:5000/shop:1",
+        "docker.io/library/nginx@sha256:" + "a" * 64,
+        "quay.io/org/app:{{ app.version }}@sha256:" + "0" * 64,
+    ],
+)
+def test_every_form_of_image_reference_is_taken(image: str) -> None:
+    assert DeploymentConfiguration.model_validate({"images": {"server": image}}).images == {"server": image}
 
 
 def test_chart_that_fails_shows_helms_message(make_driver: MakeDriver) -> None:

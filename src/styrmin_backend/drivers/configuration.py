@@ -35,6 +35,28 @@ def render_image(image: str, app_version: str) -> str:
     return _APP_VERSION_PATTERN.sub(app_version, image)
 
 
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE_REFERENCE = re.compile(
+    rf"(?:(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?/)?"  # registry[:port]/
+    rf"{_PATH_PART}(?:/{_PATH_PART})*"  # repository
+    r"(?::[\w][\w.-]{0,127})?"  # :tag
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"  # @digest
+)
+"""An image reference as container runtimes read one (the grammar of distribution's reference package)."""
+
+
+def is_image_reference(image: str) -> bool:
+    """Whether ``image`` is an image reference a container runtime can pull.
+
+    >>> is_image_reference("registry.local:5000/shop/server:2.1.0")
+    True
+    >>> is_image_reference("postgres://u:secret@db/shop")
+    False
+    """
+    return len(image) <= 512 and _IMAGE_REFERENCE.fullmatch(image) is not None
+
+
 def check_image_overrides(images: dict[str, str]) -> dict[str, str]:
     """``images`` unchanged when each is an image reference that uses no template but the app version.
 
@@ -48,7 +70,7 @@ def check_image_overrides(images: dict[str, str]) -> dict[str, str]:
                 f'images.{component}: "{image}" uses a template other than '
                 f"{APP_VERSION_PLACEHOLDER}, the only one an image override may use."
             )
-        if not image.strip() or any(c.isspace() for c in sample):
+        if not is_image_reference(sample):
             raise ValueError(
                 f'images.{component}: "{image}" is not an image reference; write '
                 f"REPOSITORY:TAG, e.g. registry.local:5000/shop:{APP_VERSION_PLACEHOLDER}."
