@@ -172,6 +172,41 @@ def test_restores_that_cannot_bring_the_deployment_back_are_refused_with_nothing
     assert stack.client.post("/api/v1/agent/claim", json={}, headers=agent).status_code == 204
 
 
+def test_a_backup_of_another_deployment_is_restored_only_when_the_request_names_that_deployment(
+    stack: Stack,
+) -> None:
+    # Taken before without a word: one mistyped id replaced a deployment's data, configuration and
+    # secrets with another deployment's.
+    agent = _deployed_shop(stack)
+    _deploy(stack, name="shop-2")
+    _run_next(stack, agent, result={"applied": {"app_version": "1.0.0", "driver_version": "1.0.0"}})
+    backup = _backup(stack, agent, result={"backup": {"location": "folder /srv", "files": FILES}})
+    before = stack.client.get("/api/v1/deployments/shop-2", headers=_admin(stack)).json()
+
+    for sent in ({}, {"from_deployment": "shop-2"}, {"from_deployment": "other"}):
+        refused = stack.client.post(
+            "/api/v1/deployments/shop-2/restore",
+            json={"backup_id": backup["id"], **sent},
+            headers=_admin(stack),
+        )
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["field"] == "backup_id"
+        assert refused.json()["message"].startswith(
+            f'Backup {backup["id"]} is a backup of deployment "shop", not of "shop-2": restoring it would '
+            'replace the data, configuration and secrets of "shop-2" with those of "shop".'
+        )
+        assert "--from-deployment shop" in refused.json()["message"]
+    assert stack.client.get("/api/v1/deployments/shop-2", headers=_admin(stack)).json() == before
+
+    restored = stack.client.post(
+        "/api/v1/deployments/shop-2/restore",
+        json={"backup_id": backup["id"], "from_deployment": "shop"},
+        headers=_admin(stack),
+    )
+    assert restored.status_code == 202, restored.text
+    assert restored.json()["task"]["type"] == "restore"
+
+
 def test_deleting_a_backup_is_a_task_and_the_backup_goes_once_its_files_are_deleted(stack: Stack) -> None:
     agent = _deployed_shop(stack)
     backup = _backup(stack, agent, result={"backup": {"location": "folder /srv", "files": FILES}})

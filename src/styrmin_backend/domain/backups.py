@@ -109,18 +109,34 @@ def check_can_back_up(deployment_name: str, driver: str, hooks: Iterable[Hook]) 
 
 
 def check_can_restore(
-    backup: BackupFacts, *, deployment_name: str, driver_name: str, restore_hooks: Iterable[Hook]
+    backup: BackupFacts,
+    *,
+    deployment_name: str,
+    driver_name: str,
+    restore_hooks: Iterable[Hook],
+    from_deployment: str | None = None,
 ) -> None:
     """Refuse a restore that cannot bring the deployment back; the message names the problem.
 
-    Refused: a backup of another deployment's driver, one that did not succeed, one without files, or
-    one whose driver version declares no restore action. Missing files in the storage location are
-    checked by the agent before anything changes.
+    Refused: a backup of another driver, a backup of another deployment unless ``from_deployment``
+    names it (it replaces the deployment's data, configuration and secrets with another's: one
+    mistyped id must not do that), one that did not succeed, one without files, or one whose driver
+    version declares no restore action. Missing files in the storage location are checked by the agent
+    before anything changes.
     """
     if backup.driver_name != driver_name:
         raise Conflict(
             f"Backup {backup.id} was taken by driver {backup.driver_name}, and deployment "
             f'"{deployment_name}" runs driver {driver_name}: a backup is restored only by its own driver.',
+            field="backup_id",
+        )
+    if backup.deployment_name != deployment_name and from_deployment != backup.deployment_name:
+        raise Conflict(
+            f'Backup {backup.id} is a backup of deployment "{backup.deployment_name}", not of '
+            f'"{deployment_name}": restoring it would replace the data, configuration and secrets of '
+            f'"{deployment_name}" with those of "{backup.deployment_name}". If that is what you want, '
+            f'name where it comes from: from_deployment "{backup.deployment_name}" '
+            f"(styrminctl: --from-deployment {backup.deployment_name}).",
             field="backup_id",
         )
     if backup.status is not BackupStatus.SUCCEEDED:

@@ -152,9 +152,11 @@ def request_backup(
     return RecordedBackup(Backup.model_validate(backup), Recorded.of(deployment, task))
 
 
-def request_restore(session: Session, name: str, backup_id: int, *, by: Principal) -> Recorded:
+def request_restore(
+    session: Session, name: str, backup_id: int, *, by: Principal, from_deployment: str | None = None
+) -> Recorded:
     """Record a restore of backup ``backup_id`` onto deployment ``name``; refused, changing nothing, when
-    the backup cannot bring it back."""
+    the backup cannot bring it back, or is another deployment's and ``from_deployment`` does not name it."""
     deployment = _get_changeable(session, name)
     backup = _backup_row(session, backup_id, field="backup_id")
     facts = backup_facts(backup)
@@ -163,7 +165,13 @@ def request_restore(session: Session, name: str, backup_id: int, *, by: Principa
         hooks = driver_hooks(row)
     except NotFound:
         hooks = set()
-    check_can_restore(facts, deployment_name=name, driver_name=deployment.driver_name, restore_hooks=hooks)
+    check_can_restore(
+        facts,
+        deployment_name=name,
+        driver_name=deployment.driver_name,
+        restore_hooks=hooks,
+        from_deployment=from_deployment,
+    )
     restore = RequestedRestore.model_validate(
         {
             "backup_id": backup.id,

@@ -280,8 +280,10 @@ def set_backup_location(cluster: str, body: dict[str, Any]) -> Call[BackupLocati
     return Call("PUT", f"/clusters/{_seg(cluster)}/backup-location", model(BackupLocation), json=sent)
 
 
-def restore_deployment(name: str, backup_id: int) -> Call[Change]:
-    body = {"backup_id": backup_id}
+def restore_deployment(name: str, backup_id: int, from_deployment: str | None = None) -> Call[Change]:
+    body: dict[str, Any] = {"backup_id": backup_id}
+    if from_deployment is not None:
+        body["from_deployment"] = from_deployment
     return Call("POST", f"/deployments/{_seg(name)}/restore", model(Change), json=body)
 
 

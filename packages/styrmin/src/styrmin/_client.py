@@ -288,10 +288,11 @@ class Deployments:
         """Start components again."""
         return self._client.send(calls.set_components(name, components, True, started_by_step))
 
-    def restore(self, name: str, backup_id: int) -> Change:
+    def restore(self, name: str, backup_id: int, *, from_deployment: str | None = None) -> Change:
         """Restore backup ``backup_id``: the application goes back to the backup's version, then the
-        driver's restore hook brings its data back."""
-        return self._client.send(calls.restore_deployment(name, backup_id))
+        driver's restore hook brings its data back. A backup of another deployment is refused unless
+        ``from_deployment`` names that deployment (its data, configuration and secrets replace these)."""
+        return self._client.send(calls.restore_deployment(name, backup_id, from_deployment))
 
     def delete(self, name: str) -> Change:
         """Delete the deployment (the agent uninstalls it)."""

@@ -61,6 +61,12 @@ class BackupChangeOut(BaseModel):
 
 class RestoreRequest(Strict):
     backup_id: StrictInt = Field(ge=1, le=MAX_ID, description="The backup to restore.")
+    from_deployment: str | None = Field(
+        default=None,
+        max_length=53,
+        description="For a backup of another deployment: that deployment's name, to say that its data, "
+        "configuration and secrets are to replace this one's (refused without it).",
+    )
 
 
 @router.get("/deployments/{name}/backups", response_model=list[BackupOut])
@@ -132,7 +138,9 @@ def delete_backup(backup_id: BackupId, db: Db, principal: Writer) -> ChangeOut:
 def restore_backup(name: DeploymentName, body: RestoreRequest, db: Db, principal: Writer) -> ChangeOut:
     """Restore a backup: the application goes back to the backup's version, then the driver's restore
     hook brings the data back. Refused, changing nothing, for a backup that cannot be restored."""
-    recorded = backups.request_restore(db, name, body.backup_id, by=principal)
+    recorded = backups.request_restore(
+        db, name, body.backup_id, by=principal, from_deployment=body.from_deployment
+    )
     return ChangeOut(
         deployment=DeploymentOut.of(recorded.deployment),
         task=TaskSummary.model_validate(recorded.task) if recorded.task else None,

@@ -21,6 +21,7 @@ from styrmin.cli._common import (
     confirm,
     handle_errors,
     state,
+    stdin_is_terminal,
 )
 from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.preview import DryRunOption, show_preview
@@ -448,16 +449,30 @@ def restore(
     backup: Annotated[
         int, typer.Option("--backup", help="The backup's id (see: styrminctl backups list).", min=1)
     ],
+    from_deployment: Annotated[
+        str | None,
+        typer.Option(
+            "--from-deployment",
+            help="For a backup of another deployment: its name (its data, configuration and secrets "
+            "replace this deployment's).",
+            show_default=False,
+        ),
+    ] = None,
     wait: WaitOption = False,
     timeout: WaitTimeoutOption = None,
     yes: YesOption = False,
     output: OutputOption = OutputFormat.TEXT,
 ) -> None:
     """Restore a backup: the application goes back to the backup's version, then its data comes back
-    (the data it has now is replaced; asks first unless --yes)."""
-    confirm(f"restore backup {backup} into deployment {name}, replacing its data", yes)
+    (the data it has now is replaced; asks first unless --yes). A backup of another deployment is
+    refused unless --from-deployment names it."""
     with state().client() as client:
-        change = client.deployments.restore(name, backup)
+        of = ""
+        if not yes and stdin_is_terminal():  # the question says whose backup it is: a mistyped id shows
+            taken_from = client.backups.get(backup).deployment
+            of = "" if taken_from == name else f" (a backup of deployment {taken_from})"
+        confirm(f"restore backup {backup}{of} into deployment {name}, replacing its data", yes)
+        change = client.deployments.restore(name, backup, from_deployment=from_deployment)
         finish_change(client, "Restoring", change, wait, timeout, output)
 
 
