@@ -115,3 +115,23 @@ def test_values_in_the_shape_of_a_stored_secret_are_refused_and_every_read_goes_
     assert stack.client.get("/api/v1/deployments/shop", headers=admin).json() == before
     assert stack.client.get("/api/v1/deployments", headers=admin).status_code == 200
     assert stack.client.get("/api/v1/deployments/sealed", headers=admin).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b'{"values": {"replicas": 2,}}', "The body is not valid JSON (Expecting property name enclosed in"),
+        # Past Python's 4,300 digits, int() refuses the number: it was a 422 naming field "0".
+        (b'{"values": {"replicas": ' + b"9" * 5000 + b"}}", "The body is not valid JSON ("),
+    ],
+    ids=["trailing-comma", "endless-number"],
+)
+def test_a_body_that_is_not_json_is_a_400_for_the_body_as_a_whole(
+    stack: Stack, admin: dict[str, str], body: bytes, said: str
+) -> None:
+    answer = stack.client.put("/api/v1/deployments/shop/configuration", content=body, headers=admin)
+
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["field"] == "body", answer.text
+    assert answer.json()["message"].startswith(said)
+    assert answer.json()["message"].endswith("; send a JSON document.")

@@ -76,6 +76,10 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or str(loc[0] if loc else "request")
 
 
+_FASTAPI_UNREADABLE_BODY = "There was an error parsing the body"
+"""FastAPI's detail for a body its JSON reading failed on with another error than a decode error."""
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer domain errors, bad input and bugs as JSON errors, never as tracebacks."""
 
@@ -88,6 +92,14 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_request: Request, error: RequestValidationError) -> JSONResponse:
+        unreadable = next((e for e in error.errors() if e.get("type") == "json_invalid"), None)
+        if unreadable is not None:  # the body as a whole: no field of it can be named
+            position = next((p for p in unreadable.get("loc", ()) if isinstance(p, int)), None)
+            reason = (unreadable.get("ctx") or {}).get("error", "it does not parse")
+            at = f" at character {position}" if position is not None else ""
+            return error_response(
+                400, f"The body is not valid JSON ({reason}{at}); send a JSON document.", "body"
+            )
         fields = [
             FieldError(
                 field=_field_path(tuple(e.get("loc", ()))),
@@ -103,6 +115,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 400 and error.detail == _FASTAPI_UNREADABLE_BODY:
+            # A body json.loads refused with another error than a decode error (an endless number).
+            reason = str(error.__cause__ or "it does not parse")[:200]
+            return error_response(
+                400, f"The body is not valid JSON ({reason}); send a JSON document.", "body"
+            )
         headers = dict(error.headers or {})
         if error.status_code == 405:
             headers["Allow"] = ", ".join(_allowed_methods(app, request.url.path))
