@@ -138,12 +138,13 @@ class Task:
         for step in self.steps:
             if not step.status.ended:
                 step.cancel(now)
-        self._end(TaskStatus.CANCELLED, now)
+        # A pending task never started: it keeps no start time, so no one reads it as half done.
+        self._end(TaskStatus.CANCELLED, now, started=self.status is not TaskStatus.PENDING)
 
-    def _end(self, status: TaskStatus, now: datetime) -> None:
+    def _end(self, status: TaskStatus, now: datetime, *, started: bool = True) -> None:
         if self.status.ended:
             raise InvalidTransition(f"The task already ended as {self.status}; a task ends once.")
-        if self.started_at is None:
+        if self.started_at is None and started:
             self.started_at = now
         self.status = status
         self.ended_at = now

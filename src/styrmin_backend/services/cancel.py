@@ -23,6 +23,7 @@ CANCELLED_ERROR = (
     "Cancelled by {by} at {at}. Styrmin left the cluster as it was: a change cancelled half done may "
     "need a retry or a restore."
 )
+CANCELLED_BEFORE_START = "Cancelled by {by} at {at}, before it started: nothing of it was done."
 CANCELLED_WITH_PARENT = "Cancelled with task {parent}, whose action started it ({by} cancelled that task)."
 
 
@@ -43,7 +44,8 @@ def cancel_task(session: Session, task_id: int, *, by: str) -> Task:
             field="task_id",
         )
     at = utcnow().strftime("%Y-%m-%d %H:%M:%S UTC")
-    _cancel(session, row, by=by, error=CANCELLED_ERROR.format(by=by, at=at))
+    said = CANCELLED_BEFORE_START if row.status == TaskStatus.PENDING.value else CANCELLED_ERROR
+    _cancel(session, row, by=by, error=said.format(by=by, at=at))
     return Task.model_validate(row)
 
 
