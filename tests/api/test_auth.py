@@ -122,6 +122,22 @@ def test_styrmin_actions_is_listed_as_built_in_read_write(stack: Stack) -> None:
     assert users["admin"]["builtin"] is False
 
 
+def test_styrmin_actions_may_be_made_read_only_but_not_admin(stack: Stack) -> None:
+    admin = stack.headers(stack.login("admin", ADMIN_PASSWORD))
+    made_admin = stack.client.patch(
+        f"/api/v1/users/{ACTIONS_USERNAME}", json={"role": "admin"}, headers=admin
+    )
+    assert made_admin.status_code == 403, made_admin.text
+    assert made_admin.json()["field"] == "role"
+    assert "Admin is refused" in made_admin.json()["message"]
+    users = {u["username"]: u for u in stack.client.get("/api/v1/users", headers=admin).json()}
+    assert users[ACTIONS_USERNAME]["role"] == "read-write"
+    read_only = stack.client.patch(
+        f"/api/v1/users/{ACTIONS_USERNAME}", json={"role": "read-only"}, headers=admin
+    )
+    assert read_only.status_code == 200, read_only.text
+
+
 def test_actions_token_works_and_is_refused_once_revoked(stack: Stack) -> None:
     token_id, token = stack.actions_token()
     response = stack.client.get("/api/v1/whoami", headers=stack.headers(token))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from styrmin_backend.domain.errors import InvalidInput, NotAuthenticated, Refused
+from styrmin_backend.domain.roles import Role
 
 ADMIN_USERNAME = "admin"
 """The user made on first start."""
@@ -53,6 +54,18 @@ def check_password_can_be_set(username: str) -> None:
             f"{username} is a built-in user without a password: Styrmin refuses to set or reset its "
             "password, so that only Styrmin's own flows and actions act as it.",
             field="username",
+        )
+
+
+def check_role_can_be_given(username: str, role: Role) -> None:
+    """Raise Refused for Admin given to a built-in user: its tokens act only within one deployment and
+    task, where Admin allows nothing more, and a list of admins must hold only people."""
+    if username in BUILTIN_USERNAMES and role is Role.ADMIN:
+        raise Refused(
+            f"{username} is a built-in user: its role is Read/write, or Read-only to stop the drivers' "
+            "actions from changing anything. Admin is refused: its tokens act only on their own "
+            "deployment and task, where it allows nothing more.",
+            field="role",
         )
 
 

@@ -17,6 +17,7 @@ from styrmin_backend.domain.users import (
     ADMIN_USERNAME,
     check_password,
     check_password_can_be_set,
+    check_role_can_be_given,
     check_username,
 )
 from styrmin_backend.services.principal import Principal
@@ -86,6 +87,7 @@ def update_user(
             field="role" if role is not None else "is_active",
         )
     if role is not None:
+        check_role_can_be_given(user.username, role)
         user.role = role.value
     if is_active is not None:
         user.is_active = is_active
