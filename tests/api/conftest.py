@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
@@ -115,3 +116,14 @@ def shop_admin(stack: Stack) -> dict[str, str]:
     )
     assert created.status_code == 202, created.text
     return headers
+
+
+def configure_shop_in_the_page(stack: Stack, values: str) -> httpx.Response:
+    """The configure page's answer to the admin's form setting deployment "shop"'s values to ``values``
+    (YAML), as a browser posts it."""
+    from tests.web.conftest import login_client
+
+    csrf = login_client(stack.client, "admin", ADMIN_PASSWORD)
+    return stack.client.post(
+        "/deployments/shop/configure", data={"values": values, "csrf_token": csrf}, follow_redirects=False
+    )

@@ -384,8 +384,7 @@ def test_renewing_a_lease_extends_it_and_a_lost_task_is_refused(stack: Stack) ->
 def test_a_read_waiting_for_a_task_answers_with_its_end_once_the_agent_ends_it(stack: Stack) -> None:
     _deploy(stack)
     agent = _agent(stack)
-    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
-    task_id, actions = claim["task"]["id"], stack.headers(claim["actions_token"])
+    task_id = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()["task"]["id"]
     reader = stack.headers(stack.make_user("reader", Role.READ_ONLY))
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(
@@ -401,8 +400,7 @@ def test_a_read_waiting_for_a_task_answers_with_its_end_once_the_agent_ends_it(s
 def test_a_read_waiting_for_a_task_that_goes_on_answers_with_it_still_running(stack: Stack) -> None:
     _deploy(stack)
     agent = _agent(stack)
-    claim = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()
-    task_id, actions = claim["task"]["id"], stack.headers(claim["actions_token"])
+    task_id = stack.client.post("/api/v1/agent/claim", json={}, headers=agent).json()["task"]["id"]
     admin = stack.headers(stack.token_for("admin"))
     answer = stack.client.get(f"/api/v1/tasks/{task_id}", params={"wait_until_end": 0.2}, headers=admin)
     assert answer.status_code == 200, answer.text

@@ -152,7 +152,10 @@ def test_a_secret_value_the_chart_writes_into_a_config_file_is_never_in_a_previe
     shown = _preview(
         stack,
         stack.make_user("wanda", Role.READ_WRITE),
-        {"type": "configure", "configuration": {"values": {"db": {"password": SECRET_PASSWORD}, "workers": 4}}},
+        {
+            "type": "configure",
+            "configuration": {"values": {"db": {"password": SECRET_PASSWORD}, "workers": 4}},
+        },
     )
 
     text = json.dumps(shown)

@@ -11,9 +11,8 @@ from pathlib import Path
 from styrmin_backend.domain.limits import REQUEST_BODY_MAX_BYTES
 from styrmin_drivers.package import pack_driver_folder
 from tests.support.drivers import driver_folder
-from tests.web.conftest import login_client
 
-from .conftest import ADMIN_PASSWORD, Stack
+from .conftest import Stack, configure_shop_in_the_page
 
 PAST_THE_LIMIT = REQUEST_BODY_MAX_BYTES + 1024
 
@@ -81,12 +80,7 @@ def test_a_driver_archive_larger_than_a_body_may_be_is_still_pushed(
 def test_the_configure_page_refuses_a_body_past_the_limit_with_a_page(
     stack: Stack, shop_admin: dict[str, str]
 ) -> None:
-    csrf = login_client(stack.client, "admin", ADMIN_PASSWORD)
-    page = stack.client.post(
-        "/deployments/shop/configure",
-        data={"values": "blob: " + "x" * PAST_THE_LIMIT, "csrf_token": csrf},
-        follow_redirects=False,
-    )
+    page = configure_shop_in_the_page(stack, "blob: " + "x" * PAST_THE_LIMIT)
     assert page.status_code == 413
     assert "text/html" in page.headers["content-type"]
     assert f"larger than {REQUEST_BODY_MAX_BYTES // (1024 * 1024)} MiB" in html.unescape(page.text)

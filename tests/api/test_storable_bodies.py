@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from styrmin_backend.domain.limits import YAML_MAX_DEPTH
-from tests.web.conftest import login_client
 
-from .conftest import ADMIN_PASSWORD, Stack
+from .conftest import Stack, configure_shop_in_the_page
 
 JSON = {"Content-Type": "application/json"}
 
@@ -66,12 +65,7 @@ def test_values_nested_as_deep_as_a_driver_may_nest_them_are_taken(
 def test_the_configure_page_refuses_values_that_are_not_numbers_beside_the_field(
     stack: Stack, admin: dict[str, str]
 ) -> None:
-    csrf = login_client(stack.client, "admin", ADMIN_PASSWORD)
-    page = stack.client.post(
-        "/deployments/shop/configure",
-        data={"values": "replicas: .nan\n", "csrf_token": csrf},
-        follow_redirects=False,
-    )
+    page = configure_shop_in_the_page(stack, "replicas: .nan\n")
     assert page.status_code == 422, page.text
     assert "values.replicas is not a finite number (NaN or Infinity)" in html.unescape(page.text)
     tasks = stack.client.get("/api/v1/tasks", headers=admin).json()["items"]
@@ -104,12 +98,7 @@ def test_values_in_the_shape_of_a_stored_secret_are_refused_and_every_read_goes_
     for refused in (answer, created, applied):
         assert refused.status_code == 422, refused.text
         assert 'values.db.hosts.0 uses the key "$styrmin-encrypted"' in refused.json()["message"]
-    csrf = login_client(stack.client, "admin", ADMIN_PASSWORD)
-    page = stack.client.post(
-        "/deployments/shop/configure",
-        data={"values": 'db: {"$styrmin-encrypted": garbage}\n', "csrf_token": csrf},
-        follow_redirects=False,
-    )
+    page = configure_shop_in_the_page(stack, 'db: {"$styrmin-encrypted": garbage}\n')
     assert page.status_code == 422, page.text
     assert 'values.db uses the key "$styrmin-encrypted"' in html.unescape(page.text)
     assert stack.client.get("/api/v1/deployments/shop", headers=admin).json() == before
