@@ -220,7 +220,7 @@ def _explained(error: Exception) -> tuple[str, int, list[str]]:
     if isinstance(error, APIError):
         return error.message, EXIT_FAILED, _api_detail(error)
     if isinstance(error, InvalidDriverError):
-        return error.message, EXIT_FAILED, [str(e) for e in error.errors][1:]
+        return error.message, EXIT_FAILED, [str(e) for e in error.errors if str(e) not in error.message]
     assert isinstance(error, StyrminError)
     return error.message, EXIT_FAILED, []
 
