@@ -130,3 +130,17 @@ def test_errors_of_the_server_exit_1_and_usage_errors_exit_2(ctl: Ctl) -> None:
         "deployments", "delete", taken, "--yes", env={"STYRMIN_TOKEN": ctl.server.token_for(reader)}
     )
     assert refused.exit_code == 1 and "has the role Read-only; this needs Read/write" in refused.stderr
+
+
+def test_naming_components_together_with_all_is_a_usage_error(ctl: Ctl) -> None:
+    name = ctl.deployment()
+
+    stop = ctl("deployments", "stop", name, "server", "--all")
+    start = ctl("deployments", "start", name, "worker", "--all", "-o", "json")
+    shown = json.loads(ctl("deployments", "get", name, "-o", "json").stdout)
+
+    assert stop.exit_code == 2
+    assert "Name the components (server) or pass --all, not both" in stop.stderr
+    assert start.exit_code == 2
+    assert json.loads(start.stdout)["error"]["code"] == "usage"
+    assert shown["stopped_components"] == [] and shown["revision"] == 1  # nothing was stopped

@@ -397,6 +397,12 @@ def set_configuration(
 
 
 def _components(client: Any, name: str, components: list[str] | None, all_components: bool) -> list[str]:
+    """The components a stop or start names: those given, or with ``--all`` every one of the driver."""
+    if all_components and components:
+        raise UsageProblem(
+            f"Name the components ({', '.join(components)}) or pass --all, not both: "
+            "--all means every component of the driver."
+        )
     if all_components:
         deployment = client.deployments.get(name)
         driver = client.drivers.get(deployment.driver, deployment.driver_version)
