@@ -49,6 +49,8 @@ EXIT_FAILED = 1
 """A task failed, a driver is invalid, or the server refused the request."""
 EXIT_USAGE = 2
 """Bad usage (options, config) or the server could not be reached."""
+EXIT_INTERRUPTED = 130
+"""Interrupted with Ctrl-C (also at a question or a password prompt)."""
 
 
 class UsageProblem(Exception):
@@ -227,21 +229,30 @@ def _explained(error: Exception) -> tuple[str, int, list[str]]:
 
 def handle_errors(function: Callable[P, R]) -> Callable[P, R]:
     """Turn the SDK's exceptions into a message on stderr and the documented exit code; under
-    ``-o json|yaml``, into a document with a stable ``code`` on stdout instead."""
+    ``-o json|yaml``, into a document with a stable ``code`` on stdout instead. Ctrl-C (also at a
+    question or a password prompt) exits 130."""
 
     @functools.wraps(function)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return function(*args, **kwargs)
-        except (UsageProblem, StyrminError) as error:
-            message, exit_code, detail = _explained(error)
+        def report(error: BaseException, message: str, exit_code: int, detail: list[str]) -> NoReturn:
             fmt = kwargs.get("output")
             if isinstance(fmt, OutputFormat | ListFormat) and is_machine(fmt):
                 _fail_as(fmt, error, message, exit_code, detail)
             fail(message, exit_code, detail)
+
+        try:
+            return function(*args, **kwargs)
+        except (UsageProblem, StyrminError) as error:
+            report(error, *_explained(error))
+        except typer.Abort as aborted:
+            if isinstance(aborted.__context__, EOFError):  # standard input ended at a prompt: no answer
+                ended = StyrminError("Standard input ended before an answer; nothing was changed.")
+                report(ended, ended.message, EXIT_FAILED, [])
+            make_console(stderr=True).print("Interrupted.")  # Ctrl-C at a prompt, which raises Abort
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except KeyboardInterrupt:
             make_console(stderr=True).print("Interrupted.")
-            raise typer.Exit(130) from None
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
     return wrapper
 
