@@ -181,3 +181,48 @@ def test_ctrl_c_at_a_question_exits_130_and_answering_no_exits_1(
     assert ended[0] == 1 and "Standard input ended before an answer" in ended[1], ended
     assert password[0] == 130 and "Interrupted." in password[1], password
     assert json.loads(still_there.stdout)["status"] != "deleting"
+
+
+def test_completion_asks_the_server_the_global_options_name(
+    live_server: LiveServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    name = unique("shop")
+    created = styrminctl("deployments", "create", name, "--driver", "demo@1.0.0", env=env)
+    assert created.returncode == 0, created.stderr
+    config = tmp_path / "completion.yaml"
+    config.write_text(
+        "current-context: away\ncontexts:\n"
+        "- {name: away, server: 'http://127.0.0.1:9', token: nope}\n"
+        f"- {{name: live, server: '{live_server.url}', token: '{env['STYRMIN_TOKEN']}'}}\n"
+    )
+    config.chmod(0o600)
+
+    def complete(words: str) -> list[str]:
+        result = styrminctl(
+            env={
+                "_STYRMINCTL_COMPLETE": "complete_bash",
+                "COMP_WORDS": words,
+                "COMP_CWORD": str(len(words.split(" ")) - 1),
+                "STYRMINCTL_CONFIG": str(config),
+                "STYRMIN_RETRY_SECONDS": "0",
+            }
+        )
+        return result.stdout.split()
+
+    by_context = complete(f"styrminctl --context live deployments get {name[:-2]}")
+    by_server = complete(
+        f"styrminctl --server {live_server.url} --token {env['STYRMIN_TOKEN']} deployments get {name[:-2]}"
+    )
+    current = complete(f"styrminctl deployments get {name[:-2]}")
+    contexts = styrminctl(
+        env={
+            "_STYRMINCTL_COMPLETE": "complete_bash",
+            "COMP_WORDS": f"styrminctl --config {config} config use-context ",
+            "COMP_CWORD": "5",
+        }
+    )
+
+    assert by_context == [name]
+    assert by_server == [name]
+    assert current == []  # the current context's server cannot be reached: nothing offered
+    assert contexts.stdout.split() == ["away", "live"]

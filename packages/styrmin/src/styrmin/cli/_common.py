@@ -280,18 +280,26 @@ def confirm(action: str, yes: bool) -> None:
         raise typer.Exit(EXIT_FAILED)
 
 
-def _completion_client() -> Client | None:
-    """A client for shell completion: the server and token as a command would use them, a short
-    timeout, and None when there is none (completion then offers nothing, silently)."""
+def _completion_client(ctx: typer.Context) -> Client | None:
+    """A client for shell completion: the server and token the command being completed would use
+    (its global options, which the root callback does not see during completion), a short timeout, and
+    None when there is none (completion then offers nothing, silently)."""
+    given = ctx.find_root().params
     try:
-        return State(request_timeout=3.0).client()
+        return State(
+            server=given.get("server"),
+            context=given.get("context"),
+            token=given.get("token"),
+            config_path=given.get("config"),
+            request_timeout=3.0,
+        ).client()
     except Exception:  # completion must never print an error into the user's shell
         return None
 
 
-def complete_deployment(incomplete: str) -> list[str]:
+def complete_deployment(ctx: typer.Context, incomplete: str) -> list[str]:
     """The names of the deployments starting with ``incomplete`` (shell completion)."""
-    client = _completion_client()
+    client = _completion_client(ctx)
     if client is None:
         return []
     try:
@@ -301,9 +309,9 @@ def complete_deployment(incomplete: str) -> list[str]:
         return []
 
 
-def complete_task(incomplete: str) -> list[str]:
+def complete_task(ctx: typer.Context, incomplete: str) -> list[str]:
     """The ids of the latest tasks starting with ``incomplete`` (shell completion)."""
-    client = _completion_client()
+    client = _completion_client(ctx)
     if client is None:
         return []
     try:
