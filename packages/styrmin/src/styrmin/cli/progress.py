@@ -11,7 +11,8 @@ from rich.text import Text
 from styrmin._enums import TaskStatus
 from styrmin.cli._common import EXIT_FAILED, poll_interval
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
-from styrmin.cli.render import change_line, progress_lines, progress_table, task_detail
+from styrmin.cli.render import change_line, progress_lines, progress_table, task_detail, waiting_message
+from styrmin.errors import WaitTimeoutError
 
 if TYPE_CHECKING:
     from styrmin import Client
@@ -50,6 +51,13 @@ def wait_live(client: Client, task_id: int, timeout: float | None) -> Task:
     except KeyboardInterrupt:
         err.print(f"Stopped waiting; task {task_id} goes on. Follow it with: styrminctl tasks wait {task_id}")
         raise
+    except WaitTimeoutError as timed_out:
+        last: Task | None = timed_out.task
+        waits = f" {waiting_message(last)}" if last is not None and waiting_message(last) else ""
+        raise WaitTimeoutError(
+            f"{timed_out.message}{waits} The task goes on; follow it with: styrminctl tasks wait {task_id}",
+            task=last,
+        ) from None
 
 
 def show_task(task: Task, output: OutputFormat, *, fail_when_failed: bool = True) -> None:
