@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.sdk.server import run_task, unique
+from tests.sdk.server import in_background, run_task, unique
 
 from .conftest import Ctl
 
@@ -112,3 +112,80 @@ def test_apply_dry_run_of_a_new_deployment_shows_its_create_and_creates_nothing(
     assert "Change: create (revision 1)" in output
     assert "Install the application" in output
     assert ctl("deployments", "get", name).exit_code == 1
+
+
+def _run_tasks_of(ctl: Ctl, name: str, count: int) -> None:
+    """Carry out the deployment's first ``count`` tasks in order, as they appear."""
+    import time
+
+    import httpx
+
+    from styrmin import Client
+    from styrmin.errors import NotFoundError
+
+    done: set[int] = set()
+    # A transport of its own: the CLI runner changes os.environ in the main thread meanwhile.
+    with Client(ctl.server.url, ctl.server.admin_token(), transport=httpx.HTTPTransport()) as client:
+        for _ in range(800):
+            try:
+                tasks = client.tasks.list(deployment=name, limit=10).items
+            except NotFoundError:
+                tasks = []
+            for task in sorted(tasks, key=lambda t: t.id):
+                if task.id not in done:
+                    run_task(ctl.server, task.id, pause=0.1)
+                    done.add(task.id)
+            if len(done) >= count:
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"only {len(done)} of {count} tasks appeared")
+
+
+def test_apply_prints_one_document_for_a_create_and_a_stop(ctl: Ctl, tmp_path: Path) -> None:
+    name = unique("shop")
+    file = tmp_path / "deployment.yaml"
+    file.write_text(f"name: {name}\ndriver: demo\ndriver_version: 1.0.0\nstopped_components: [worker]\n")
+
+    code, output = _apply(ctl, file, "-o", "yaml")
+    again = ctl("apply", "-f", str(file), "-o", "json")
+
+    assert code == 0, output
+    created = yaml.safe_load(output)  # one document, else safe_load refuses
+    assert created["outcome"] == "created"
+    assert [c["task"]["type"] for c in created["changes"]] == ["create", "stop"]
+    assert again.exit_code == 0
+    assert json.loads(again.stdout) == {"outcome": "unchanged", "changes": []}
+
+
+def test_apply_with_wait_prints_one_document_with_every_ended_task(ctl: Ctl, tmp_path: Path) -> None:
+    name = unique("shop")
+    file = tmp_path / "deployment.yaml"
+    file.write_text(f"name: {name}\ndriver: demo\ndriver_version: 1.0.0\nstopped_components: [worker]\n")
+
+    worker = in_background(_run_tasks_of, ctl, name, 2)
+    result = ctl("apply", "-f", str(file), "--wait", "--timeout", "120", "-o", "json")
+    worker.join()
+
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["outcome"] == "created"
+    assert [(c["task"]["type"], c["task"]["status"]) for c in body["changes"]] == [
+        ("create", "succeeded"),
+        ("stop", "succeeded"),
+    ]
+    assert body["changes"][1]["task"]["steps"]  # the ended Task, not its summary
+
+
+def test_rollback_prints_the_same_document_whether_or_not_something_changes(ctl: Ctl) -> None:
+    name = ctl.deployment()
+    run_task(ctl.server, _task_of(ctl, name))
+    assert ctl("deployments", "set", name, "--set", "replicas=3").exit_code == 0
+
+    rolled = ctl("deployments", "rollback", name, "--to-revision", "1", "-o", "json")
+    again = ctl("deployments", "rollback", name, "--to-revision", "1", "-o", "json")
+
+    assert rolled.exit_code == 0 and again.exit_code == 0, rolled.output + again.output
+    changed, unchanged = json.loads(rolled.stdout), json.loads(again.stdout)
+    assert set(changed) == set(unchanged) == {"to_revision", "changes", "backup"}
+    assert [c["task"]["type"] for c in changed["changes"]] == ["configure"]
+    assert unchanged["changes"] == []

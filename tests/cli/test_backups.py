@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from tests.sdk.server import in_background
+
 from .conftest import Ctl
 
 
@@ -73,3 +75,35 @@ def test_a_schedule_is_set_shown_and_removed(ctl: Ctl) -> None:
 def test_deleting_an_unknown_backup_names_it(ctl: Ctl) -> None:
     missing = ctl("backups", "delete", "424242", "--wait", "--yes")
     assert missing.exit_code == 1 and "There is no backup 424242." in missing.stderr
+
+
+def _fail_the_check(ctl: Ctl, cluster: str, error: str) -> None:
+    """Record, as the cluster's agent would, that the check of its newest location failed."""
+    import time
+
+    from styrmin_backend.services import backup_locations
+
+    for _ in range(400):
+        with ctl.server.session() as session:
+            checking = backup_locations.next_location_check(session, cluster)
+            if checking is not None:
+                backup_locations.record_location_check(session, cluster, checking.id, error)
+                return
+        time.sleep(0.05)
+    raise AssertionError("no location to check appeared")
+
+
+def test_a_failed_check_with_wait_prints_only_the_location_document(ctl: Ctl) -> None:
+    cluster = "cli-failed-check"
+    checker = in_background(_fail_the_check, ctl, cluster, "/proc/nope: read-only file system")
+
+    result = ctl(
+        "backups", "set-location", "--cluster", cluster, "--folder", "/proc/nope",
+        "--wait", "--timeout", "120", "-o", "json",
+    )  # fmt: skip
+    checker.join()
+
+    assert result.exit_code == 1
+    location = json.loads(result.stdout)  # one document, else loads refuses
+    assert (location["status"], location["error"]) == ("failed", "/proc/nope: read-only file system")
+    assert result.stderr == ""

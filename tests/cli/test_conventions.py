@@ -136,16 +136,21 @@ def test_get_exits_0_for_a_failed_task_and_wait_exits_1(ctl: Ctl) -> None:
 
 
 def test_completion_offers_deployment_names_and_task_ids(ctl: Ctl, monkeypatch: pytest.MonkeyPatch) -> None:
+    import typer.main
+
+    from styrmin.cli import app
+
+    ctx = typer.Context(typer.main.get_command(app))  # no global option on the line being completed
     name = ctl.deployment()
     monkeypatch.setenv("STYRMIN_URL", ctl.server.url)
     monkeypatch.setenv("STYRMIN_TOKEN", ctl.token)
     monkeypatch.setenv("STYRMINCTL_CONFIG", str(ctl.config))
-    assert name in _common.complete_deployment(name[:6])
-    assert _common.complete_deployment("zzz-nothing") == []
+    assert name in _common.complete_deployment(ctx, name[:6])
+    assert _common.complete_deployment(ctx, "zzz-nothing") == []
     task_id = json.loads(ctl("tasks", "list", "-d", name, "-o", "json").stdout)["items"][0]["id"]
-    assert str(task_id) in _common.complete_task(str(task_id))
+    assert str(task_id) in _common.complete_task(ctx, str(task_id))
     monkeypatch.setenv("STYRMIN_URL", "http://127.0.0.1:9")  # no server: nothing, and no error
-    assert _common.complete_deployment("") == [] and _common.complete_task("") == []
+    assert _common.complete_deployment(ctx, "") == [] and _common.complete_task(ctx, "") == []
 
 
 def test_the_shell_completion_script_completes_deployment_names(ctl: Ctl) -> None:

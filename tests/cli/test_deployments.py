@@ -130,3 +130,52 @@ def test_errors_of_the_server_exit_1_and_usage_errors_exit_2(ctl: Ctl) -> None:
         "deployments", "delete", taken, "--yes", env={"STYRMIN_TOKEN": ctl.server.token_for(reader)}
     )
     assert refused.exit_code == 1 and "has the role Read-only; this needs Read/write" in refused.stderr
+
+
+def test_naming_components_together_with_all_is_a_usage_error(ctl: Ctl) -> None:
+    name = ctl.deployment()
+
+    stop = ctl("deployments", "stop", name, "server", "--all")
+    start = ctl("deployments", "start", name, "worker", "--all", "-o", "json")
+    shown = json.loads(ctl("deployments", "get", name, "-o", "json").stdout)
+
+    assert stop.exit_code == 2
+    assert "Name the components (server) or pass --all, not both" in stop.stderr
+    assert start.exit_code == 2
+    assert json.loads(start.stdout)["error"]["code"] == "usage"
+    assert shown["stopped_components"] == [] and shown["revision"] == 1  # nothing was stopped
+
+
+def test_set_refuses_what_it_would_otherwise_store_as_something_else(ctl: Ctl) -> None:
+    name = ctl.deployment()
+    refused = {
+        "a=[1,": '--set "a=[1,": the value "[1," is not valid YAML',
+        "a..b=3": '--set "a..b=3": the path "a..b" has an empty key',
+        "a=1,b=2": '--set "a=1,b=2": the value holds a comma',
+        "list[0]=x": '--set "list[0]=x": "list[0]" indexes a list',
+    }
+
+    results = {item: ctl("deployments", "set", name, "--set", item) for item in refused}
+    shown = json.loads(ctl("deployments", "get", name, "-o", "json").stdout)
+
+    for item, message in refused.items():
+        assert results[item].exit_code == 2, (item, results[item].output)
+        assert message in results[item].stderr, (item, results[item].stderr)
+    assert shown["revision"] == 1 and shown["configuration"]["values"] == {}
+
+
+def test_set_takes_helm_escapes_and_quoted_text(ctl: Ctl) -> None:
+    name = ctl.deployment()
+
+    result = ctl(
+        "deployments", "set", name, "--set", r"hosts=a.example\,b.example", "--set", 'quoted="x,y"',
+        "--set", r"nodeSelector.kubernetes\.io/os=linux", "--set", "ports=[80, 443]", "-o", "json",
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["deployment"]["configuration"]["values"] == {
+        "hosts": "a.example,b.example",
+        "quoted": "x,y",
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "ports": [80, 443],
+    }

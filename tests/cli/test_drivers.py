@@ -114,6 +114,7 @@ def test_pushing_an_invalid_driver_prints_every_problem_and_exits_1(ctl: Ctl, tm
     result = ctl("drivers", "push", str(write_invalid_driver(tmp_path / "broken")))
     assert result.exit_code == 1
     assert "is not valid: 2 problems" in result.stderr
+    assert result.stderr.count('"sometime" is not a hook') == 1
     assert '  driver.styrmin.yml, line 23, spec.actions[0].hook: "sometime" is not a hook' in result.stderr
     assert '  driver.styrmin.yml, line 24, spec.actions[0].mode: "later" is not a mode' in result.stderr
 
@@ -146,3 +147,16 @@ def test_the_example_driver_validates_offline_and_pushes(ctl: Ctl) -> None:
         "back_up_database",
         "restore_database",
     ]
+
+
+def test_pushing_an_invalid_driver_with_o_json_prints_the_error_document_once(
+    ctl: Ctl, tmp_path: Path
+) -> None:
+    result = ctl("drivers", "push", str(write_invalid_driver(tmp_path / "broken")), "-o", "json")
+
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "invalid_driver" and error["exit_code"] == 1
+    assert error["message"] == "broken@1.0.0 is not valid: 2 problems."
+    assert [line.split(", ")[1] for line in error["details"]] == ["line 23", "line 24"]
+    assert result.stderr == ""

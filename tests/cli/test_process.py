@@ -125,3 +125,104 @@ def test_shell_completion(tmp_path: Path) -> None:
         "cancelled",
     ]
     assert complete("styrminctl users set-role bob ") == ["admin", "read-write", "read-only"]
+
+
+def _at_a_terminal(args: list[str], env: dict[str, str], prompt: bytes, answer: bytes) -> tuple[int, str]:
+    """Run styrminctl on a pseudo-terminal, type ``answer`` once ``prompt`` shows, and return its exit
+    code and everything it wrote (stdout and stderr share the terminal)."""
+    import pty
+    import select
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("STYRMIN", "NO_COLOR", "FORCE_COLOR"))}
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "styrmin.cli"]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: its controlling terminal is the pty, so \x03 becomes SIGINT
+        os.execve(command[0], [*command, *args], {**base, **env, "NO_COLOR": "1"})  # noqa: S606
+    seen = b""
+    answered = False
+    while True:
+        ready, _, _ = select.select([fd], [], [], 120)
+        if not ready:
+            os.kill(pid, 9)
+            raise AssertionError(f"styrminctl went silent; it wrote: {seen!r}")
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the child ended and closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+        if not answered and prompt in seen:
+            os.write(fd, answer)
+            answered = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert answered, f"the prompt {prompt!r} never showed; styrminctl wrote: {seen!r}"
+    return os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
+
+
+def test_ctrl_c_at_a_question_exits_130_and_answering_no_exits_1(
+    live_server: LiveServer, env: dict[str, str]
+) -> None:
+    name = unique("shop")
+    created = styrminctl("deployments", "create", name, "--driver", "demo@1.0.0", env=env)
+    assert created.returncode == 0, created.stderr
+    delete = ["deployments", "delete", name]
+
+    interrupted = _at_a_terminal(delete, env, b"[y/N]", b"\x03")
+    declined = _at_a_terminal(delete, env, b"[y/N]", b"n\r")
+    ended = _at_a_terminal(delete, env, b"[y/N]", b"\x04")  # Ctrl-D: no answer
+    password = _at_a_terminal(["login", live_server.url, "-u", "alice"], env, b"Password", b"\x03")
+    still_there = styrminctl("deployments", "get", name, "-o", "json", env=env)
+
+    assert interrupted[0] == 130 and "Interrupted." in interrupted[1], interrupted
+    assert "Aborted" not in interrupted[1]
+    assert declined[0] == 1 and "Nothing was changed." in declined[1], declined
+    assert ended[0] == 1 and "Standard input ended before an answer" in ended[1], ended
+    assert password[0] == 130 and "Interrupted." in password[1], password
+    assert json.loads(still_there.stdout)["status"] != "deleting"
+
+
+def test_completion_asks_the_server_the_global_options_name(
+    live_server: LiveServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    name = unique("shop")
+    created = styrminctl("deployments", "create", name, "--driver", "demo@1.0.0", env=env)
+    assert created.returncode == 0, created.stderr
+    config = tmp_path / "completion.yaml"
+    config.write_text(
+        "current-context: away\ncontexts:\n"
+        "- {name: away, server: 'http://127.0.0.1:9', token: nope}\n"
+        f"- {{name: live, server: '{live_server.url}', token: '{env['STYRMIN_TOKEN']}'}}\n"
+    )
+    config.chmod(0o600)
+
+    def complete(words: str) -> list[str]:
+        result = styrminctl(
+            env={
+                "_STYRMINCTL_COMPLETE": "complete_bash",
+                "COMP_WORDS": words,
+                "COMP_CWORD": str(len(words.split(" ")) - 1),
+                "STYRMINCTL_CONFIG": str(config),
+                "STYRMIN_RETRY_SECONDS": "0",
+            }
+        )
+        return result.stdout.split()
+
+    by_context = complete(f"styrminctl --context live deployments get {name[:-2]}")
+    by_server = complete(
+        f"styrminctl --server {live_server.url} --token {env['STYRMIN_TOKEN']} deployments get {name[:-2]}"
+    )
+    current = complete(f"styrminctl deployments get {name[:-2]}")
+    contexts = styrminctl(
+        env={
+            "_STYRMINCTL_COMPLETE": "complete_bash",
+            "COMP_WORDS": f"styrminctl --config {config} config use-context ",
+            "COMP_CWORD": "5",
+        }
+    )
+
+    assert by_context == [name]
+    assert by_server == [name]
+    assert current == []  # the current context's server cannot be reached: nothing offered
+    assert contexts.stdout.split() == ["away", "live"]

@@ -328,3 +328,21 @@ def test_cancel_a_pending_task_and_a_running_one_waiting_until_its_work_stopped(
         "Install",
         "cancelled",
     )
+
+
+def test_waiting_shows_why_the_server_says_the_task_waits_and_how_to_follow_it(ctl: Ctl) -> None:
+    name = ctl.deployment()
+    task_id = _latest_task(ctl, name)
+    waiting = json.loads(ctl("tasks", "get", str(task_id), "-o", "json").stdout)["waiting"]
+    assert waiting is not None and waiting["message"]  # no agent serves the test server's cluster
+
+    timed_out = ctl("tasks", "wait", str(task_id), "--timeout", "0.5")
+    as_json = ctl("tasks", "wait", str(task_id), "--timeout", "0.5", "-o", "json")
+
+    assert timed_out.exit_code == 1
+    assert f"Task {task_id} (create of {name}): pending  {waiting['message']}" in timed_out.stderr
+    said = " ".join(timed_out.stderr.split())  # the error line may be wrapped at COLUMNS
+    assert f"; it is pending. {waiting['message']}" in said
+    assert f"The task goes on; follow it with: styrminctl tasks wait {task_id}" in said
+    error = json.loads(as_json.stdout)["error"]
+    assert error["code"] == "timeout" and "The task goes on" in error["message"]

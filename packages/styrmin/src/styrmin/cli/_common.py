@@ -49,6 +49,8 @@ EXIT_FAILED = 1
 """A task failed, a driver is invalid, or the server refused the request."""
 EXIT_USAGE = 2
 """Bad usage (options, config) or the server could not be reached."""
+EXIT_INTERRUPTED = 130
+"""Interrupted with Ctrl-C (also at a question or a password prompt)."""
 
 
 class UsageProblem(Exception):
@@ -220,28 +222,37 @@ def _explained(error: Exception) -> tuple[str, int, list[str]]:
     if isinstance(error, APIError):
         return error.message, EXIT_FAILED, _api_detail(error)
     if isinstance(error, InvalidDriverError):
-        return error.message, EXIT_FAILED, [str(e) for e in error.errors][1:]
+        return error.message, EXIT_FAILED, [str(e) for e in error.errors if str(e) not in error.message]
     assert isinstance(error, StyrminError)
     return error.message, EXIT_FAILED, []
 
 
 def handle_errors(function: Callable[P, R]) -> Callable[P, R]:
     """Turn the SDK's exceptions into a message on stderr and the documented exit code; under
-    ``-o json|yaml``, into a document with a stable ``code`` on stdout instead."""
+    ``-o json|yaml``, into a document with a stable ``code`` on stdout instead. Ctrl-C (also at a
+    question or a password prompt) exits 130."""
 
     @functools.wraps(function)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return function(*args, **kwargs)
-        except (UsageProblem, StyrminError) as error:
-            message, exit_code, detail = _explained(error)
+        def report(error: BaseException, message: str, exit_code: int, detail: list[str]) -> NoReturn:
             fmt = kwargs.get("output")
             if isinstance(fmt, OutputFormat | ListFormat) and is_machine(fmt):
                 _fail_as(fmt, error, message, exit_code, detail)
             fail(message, exit_code, detail)
+
+        try:
+            return function(*args, **kwargs)
+        except (UsageProblem, StyrminError) as error:
+            report(error, *_explained(error))
+        except typer.Abort as aborted:
+            if isinstance(aborted.__context__, EOFError):  # standard input ended at a prompt: no answer
+                ended = StyrminError("Standard input ended before an answer; nothing was changed.")
+                report(ended, ended.message, EXIT_FAILED, [])
+            make_console(stderr=True).print("Interrupted.")  # Ctrl-C at a prompt, which raises Abort
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except KeyboardInterrupt:
             make_console(stderr=True).print("Interrupted.")
-            raise typer.Exit(130) from None
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
     return wrapper
 
@@ -269,18 +280,26 @@ def confirm(action: str, yes: bool) -> None:
         raise typer.Exit(EXIT_FAILED)
 
 
-def _completion_client() -> Client | None:
-    """A client for shell completion: the server and token as a command would use them, a short
-    timeout, and None when there is none (completion then offers nothing, silently)."""
+def _completion_client(ctx: typer.Context) -> Client | None:
+    """A client for shell completion: the server and token the command being completed would use
+    (its global options, which the root callback does not see during completion), a short timeout, and
+    None when there is none (completion then offers nothing, silently)."""
+    given = ctx.find_root().params
     try:
-        return State(request_timeout=3.0).client()
+        return State(
+            server=given.get("server"),
+            context=given.get("context"),
+            token=given.get("token"),
+            config_path=given.get("config"),
+            request_timeout=3.0,
+        ).client()
     except Exception:  # completion must never print an error into the user's shell
         return None
 
 
-def complete_deployment(incomplete: str) -> list[str]:
+def complete_deployment(ctx: typer.Context, incomplete: str) -> list[str]:
     """The names of the deployments starting with ``incomplete`` (shell completion)."""
-    client = _completion_client()
+    client = _completion_client(ctx)
     if client is None:
         return []
     try:
@@ -290,9 +309,9 @@ def complete_deployment(incomplete: str) -> list[str]:
         return []
 
 
-def complete_task(incomplete: str) -> list[str]:
+def complete_task(ctx: typer.Context, incomplete: str) -> list[str]:
     """The ids of the latest tasks starting with ``incomplete`` (shell completion)."""
-    client = _completion_client()
+    client = _completion_client(ctx)
     if client is None:
         return []
     try:

@@ -30,6 +30,7 @@ from typing import Annotated, Any
 import typer
 
 from styrmin.cli._common import (
+    EXIT_FAILED,
     OutputOption,
     UsageProblem,
     WaitOption,
@@ -39,7 +40,7 @@ from styrmin.cli._common import (
 )
 from styrmin.cli.output import OutputFormat, emit, is_machine, make_console
 from styrmin.cli.preview import DryRunOption, show_preview
-from styrmin.cli.progress import finish_change
+from styrmin.cli.progress import follow_changes
 
 FILE_FIELDS = ("name", "driver", "driver_version", "app_version", "namespace", "cluster", "configuration")
 """The fields of an apply file, besides ``stopped_components``."""
@@ -171,15 +172,14 @@ def apply(
             show_preview(client, name, "apply", output, **desired)
             return
         applied = client.deployments.apply(name, **desired)
-        if not applied.changes:
-            if is_machine(output):
-                emit(applied, output)
-            else:
-                make_console().print(f'Deployment "{name}" unchanged.', soft_wrap=True)
-            return
+        if not applied.changes and not is_machine(output):
+            make_console().print(f'Deployment "{name}" unchanged.', soft_wrap=True)
         verb = "Creating" if applied.outcome == "created" else "Changing"
-        for change in applied.changes:
-            finish_change(client, verb, change, wait, timeout, output)
+        changes, failed = follow_changes(client, verb, applied.changes, wait, timeout, output)
+    if is_machine(output):
+        emit({"outcome": applied.outcome, "changes": changes}, output)
+    if failed:
+        raise typer.Exit(EXIT_FAILED)
 
 
 apply_command = handle_errors(apply)

@@ -10,6 +10,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from styrmin.cli._common import (
+    EXIT_FAILED,
     ListOutputOption,
     OutputOption,
     WaitOption,
@@ -267,9 +268,11 @@ def set_location(
             found = client.backups.location(cluster)
             set_ = next(loc for loc in (found.latest, found.in_use) if loc is not None and loc.id == set_.id)
     if is_machine(output):
-        emit(set_, output)
-    else:
-        make_console().print(Group(*_location_lines("Location", set_)), soft_wrap=True)
+        emit(set_, output)  # a failed check is in the document itself (status, error): nothing more
+        if set_.status == "failed":
+            raise typer.Exit(EXIT_FAILED)
+        return
+    make_console().print(Group(*_location_lines("Location", set_)), soft_wrap=True)
     if set_.status == "failed":
         raise StyrminError(
             f"The check of backup location {set_.id} failed; the location in use did not change."

@@ -21,10 +21,10 @@ app = typer.Typer(
 )
 
 
-def complete_context(incomplete: str) -> list[str]:
-    """Shell completion of context names from the config file."""
+def complete_context(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of context names from the config file (``--config``'s, when given)."""
     try:
-        names = list(load().contexts)
+        names = list(load(ctx.find_root().params.get("config")).contexts)
     except ConfigFileError:
         return []
     return [name for name in names if name.startswith(incomplete)]

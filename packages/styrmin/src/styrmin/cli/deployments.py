@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -130,8 +131,62 @@ def _pair(text: str, option: str, shape: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def _set_path(values: dict[str, Any], dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
+_UNESCAPED_DOT = re.compile(r"(?<!\\)\.")
+_UNESCAPED_COMMA = re.compile(r"(?<!\\),")
+
+
+def _path_keys(dotted: str, option: str, item: str) -> list[str]:
+    """The keys of a dotted path (``server.port``; ``\\.`` is a dot inside a key, as in Helm).
+
+    Raises:
+        UsageProblem: a key is empty, or the path indexes a list (``list[0]``), which is not supported.
+    """
+    keys = [key.replace("\\.", ".") for key in _UNESCAPED_DOT.split(dotted)]
+    if any(not key for key in keys):
+        raise UsageProblem(
+            f'{option} "{item}": the path "{dotted}" has an empty key; a path is keys joined by single '
+            "dots, such as server.port."
+        )
+    indexed = next((key for key in keys if "[" in key or "]" in key), None)
+    if indexed is not None:
+        raise UsageProblem(
+            f'{option} "{item}": "{indexed}" indexes a list, which styrminctl does not support; '
+            "set the whole list as YAML instead, such as --set 'hosts=[a, b]'."
+        )
+    return keys
+
+
+def _set_value(item: str, raw: str) -> Any:
+    """The value of ``--set PATH=VALUE``: ``VALUE`` read as YAML, ``\\,`` a comma in plain text.
+
+    Raises:
+        UsageProblem: the value is not valid YAML, or holds a comma that Helm would read as the start
+            of another PATH=VALUE (styrminctl takes one a --set).
+    """
+    import yaml
+
+    if not raw:
+        return ""
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        reason = getattr(error, "problem", None) or str(error).split("\n", 1)[0]
+        raise UsageProblem(
+            f'--set "{item}": the value "{raw}" is not valid YAML ({reason}); to set it as text, quote it: '
+            f"--set '{item.partition('=')[0]}=\"...\"'."
+        ) from None
+    if isinstance(value, str) and raw.lstrip()[:1] not in ("'", '"'):
+        if _UNESCAPED_COMMA.search(value):
+            raise UsageProblem(
+                f'--set "{item}": the value holds a comma, which Helm reads as the start of another '
+                "PATH=VALUE; give each value its own --set, write \\, for a comma in the text, or quote "
+                "the value."
+            )
+        value = value.replace("\\,", ",")
+    return value
+
+
+def _set_path(values: dict[str, Any], keys: list[str], value: Any) -> None:
     node = values
     for key in keys[:-1]:
         child = node.get(key)
@@ -142,8 +197,7 @@ def _set_path(values: dict[str, Any], dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
-def _unset_path(values: dict[str, Any], dotted: str) -> None:
-    keys = dotted.split(".")
+def _unset_path(values: dict[str, Any], keys: list[str]) -> None:
     node: Any = values
     for key in keys[:-1]:
         node = node.get(key) if isinstance(node, dict) else None
@@ -166,7 +220,6 @@ def edit_configuration(
     unset_envs: list[str] | None = None,
 ) -> Configuration:
     """``base`` with the options applied, in this order: --file, --values, --set/--unset, images, env."""
-    import yaml
 
     from styrmin.models import Configuration
 
@@ -183,13 +236,9 @@ def edit_configuration(
         data["values"] = loaded
     for item in sets or []:
         key, raw = _pair(item, "--set", "PATH=VALUE")
-        try:
-            parsed = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError:
-            parsed = raw
-        _set_path(data["values"], key, parsed)
+        _set_path(data["values"], _path_keys(key, "--set", item), _set_value(item, raw))
     for key in unsets or []:
-        _unset_path(data["values"], key)
+        _unset_path(data["values"], _path_keys(key, "--unset", key))
     for item in images or []:
         component, image = _pair(item, "--image", "COMPONENT=IMAGE")
         data["images"][component] = image
@@ -398,6 +447,12 @@ def set_configuration(
 
 
 def _components(client: Any, name: str, components: list[str] | None, all_components: bool) -> list[str]:
+    """The components a stop or start names: those given, or with ``--all`` every one of the driver."""
+    if all_components and components:
+        raise UsageProblem(
+            f"Name the components ({', '.join(components)}) or pass --all, not both: "
+            "--all means every component of the driver."
+        )
     if all_components:
         deployment = client.deployments.get(name)
         driver = client.drivers.get(deployment.driver, deployment.driver_version)

@@ -19,7 +19,7 @@ from styrmin.cli._common import (
 )
 from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.render import clean, driver_detail, drivers_table, report_lines
-from styrmin.errors import ValidationError
+from styrmin.errors import InvalidDriverError, ValidationError
 
 if TYPE_CHECKING:
     from styrmin.models import DriverReport
@@ -82,6 +82,19 @@ def validate(
         raise typer.Exit(EXIT_FAILED)
 
 
+def _invalid_driver(error: ValidationError) -> InvalidDriverError:
+    """The server's refusal of a driver as an invalid driver (exit 1, code ``invalid_driver``).
+
+    Every problem is listed under the message, so the message stops at the count of problems rather
+    than repeating the first one.
+    """
+    message = error.message
+    if error.errors:
+        message = message.removesuffix(f"; the first: {error.errors[0]}")
+        message += "" if message.endswith(".") else "."
+    return InvalidDriverError(message, status=error.status, field=error.field, errors=error.errors)
+
+
 @app.command()
 @handle_errors
 def push(path: PathArgument, output: OutputOption = OutputFormat.TEXT) -> None:
@@ -90,11 +103,7 @@ def push(path: PathArgument, output: OutputOption = OutputFormat.TEXT) -> None:
         try:
             pushed = client.drivers.push(path)
         except ValidationError as error:
-            console = make_console(stderr=True)
-            console.print(Text("error: ", style="bold red") + Text(clean(error.message)), soft_wrap=True)
-            for problem in error.errors:
-                console.print(Text(f"  {clean(str(problem))}"), soft_wrap=True)
-            raise typer.Exit(EXIT_FAILED) from None
+            raise _invalid_driver(error) from None
     if is_machine(output):
         emit(pushed, output)
         return

@@ -262,15 +262,21 @@ def tasks_table(tasks: Sequence[TaskSummary], wide: bool = False) -> Table:
 
 
 def progress_lines(previous: Task | None, task: Task) -> list[Text]:
-    """What changed between two reads of a task, one line each, for output that is not a terminal."""
+    """What changed between two reads of a task, one line each, for output that is not a terminal.
+
+    The task's line is repeated when its status changes, and while it waits, when why it waits does.
+    """
     lines: list[Text] = []
     heading: Text | None = None
-    if previous is None or previous.status != task.status:
+    waits = waiting_message(task)
+    if previous is None or previous.status != task.status or waiting_message(previous) != waits:
         heading = Text(f"Task {task.id} ({task.type.value} of {clean(task.deployment)}): ")
         heading.append_text(status(task.status.value))
         if task.ended:
             heading.append(f" after {duration(task.duration)}" if task.started_at else "")
         else:
+            if waits:
+                heading.append(f"  {waits}", style="yellow")
             lines.append(heading)
     before = {s.id: s for s in previous.steps} if previous else {}
     for step in task.steps:
@@ -289,11 +295,22 @@ def progress_lines(previous: Task | None, task: Task) -> list[Text]:
     return lines
 
 
+def waiting_message(task: Task) -> str:
+    """Why the server says the task waits (no agent, no slot, another Helm operation), or ""."""
+    if task.waiting is None or task.ended:
+        return ""
+    return _short(task.waiting.message, 300)
+
+
 def progress_table(task: Task) -> Group:
     """The live view of a task while it runs (redrawn in place on a terminal)."""
     title = Text(f"Task {task.id} ({task.type.value} of {clean(task.deployment)}): ", style="bold")
     title.append_text(status(task.status.value))
-    title.append(f"  {duration(task.duration)}" if task.started_at else "  waiting for the agent")
+    if task.started_at:
+        title.append(f"  {duration(task.duration)}")
+    waits = waiting_message(task)
+    if waits or not task.started_at:
+        title.append(f"  {waits or 'waiting for the agent'}", style="yellow" if waits else "")
     rows = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
     for _ in range(4):
         rows.add_column()

@@ -12,7 +12,7 @@ from styrmin.cli._common import EXIT_FAILED, OutputOption, WaitOption, WaitTimeo
 from styrmin.cli.deployments import NameArgument, app
 from styrmin.cli.output import OutputFormat, dump, emit, is_machine, make_console
 from styrmin.cli.preview import DryRunOption, show_preview
-from styrmin.cli.progress import finish_change
+from styrmin.cli.progress import follow_changes
 from styrmin.cli.render import clean, when
 
 RevisionOption = Annotated[int, typer.Option("--to-revision", help="The revision to bring back.", min=1)]
@@ -74,28 +74,25 @@ def rollback(
             show_preview(client, name, "rollback", output, to_revision=to_revision)
             return
         rolled = client.deployments.rollback(name, to_revision)
-        if not rolled.changes:
-            if is_machine(output):
-                emit(rolled, output)
-            else:
-                make_console().print(
-                    f'Nothing to do: deployment "{name}" already asks for revision {to_revision}\'s versions '
-                    "and configuration.",
-                    soft_wrap=True,
-                )
-            return
-        try:
-            for change in rolled.changes:
-                finish_change(
-                    client, f"Rolling back to revision {to_revision}:", change, wait, timeout, output
-                )
-        except typer.Exit as failed:
-            if failed.exit_code == EXIT_FAILED and rolled.backup is not None:
-                backup = rolled.backup
-                make_console(stderr=True).print(
-                    f"If the driver refused to go back to application {backup.app_version}, restore backup "
-                    f"{backup.backup_id}, taken at revision {backup.revision} with those versions:\n"
-                    f"  styrminctl deployments restore {name} --backup {backup.backup_id}",
-                    soft_wrap=True,
-                )
-            raise
+        if not rolled.changes and not is_machine(output):
+            make_console().print(
+                f'Nothing to do: deployment "{name}" already asks for revision {to_revision}\'s versions '
+                "and configuration.",
+                soft_wrap=True,
+            )
+        action = f"Rolling back to revision {to_revision}:"
+        changes, failed = follow_changes(client, action, rolled.changes, wait, timeout, output)
+    if is_machine(output):
+        document = rolled.model_dump(mode="json")
+        document["changes"] = changes
+        emit(document, output)
+    if failed:
+        if rolled.backup is not None:
+            backup = rolled.backup
+            make_console(stderr=True).print(
+                f"If the driver refused to go back to application {backup.app_version}, restore backup "
+                f"{backup.backup_id}, taken at revision {backup.revision} with those versions:\n"
+                f"  styrminctl deployments restore {name} --backup {backup.backup_id}",
+                soft_wrap=True,
+            )
+        raise typer.Exit(EXIT_FAILED)
