@@ -46,6 +46,18 @@ def test_what_deployments_get_prints_is_a_file_apply_takes(ctl: Ctl, tmp_path: P
     assert _apply(ctl, file) == (0, f'Deployment "{name}" unchanged.\n')
 
 
+def test_apply_reads_standard_input_as_kubectl_users_pipe_to_it(ctl: Ctl) -> None:
+    name = ctl.deployment()
+    got = ctl("deployments", "get", name, "-o", "yaml").stdout  # deployments get -o yaml | apply -f -
+
+    applied = ctl("apply", "-f", "-", input=got)
+
+    assert (applied.exit_code, applied.output) == (0, f'Deployment "{name}" unchanged.\n')
+    bad = ctl("apply", "-f", "-", input="name: shop\ndriver: demo\ndriver_version: 1.0.0\nconfiguration: 3\n")
+    assert bad.exit_code == 2
+    assert "standard input, line 4, configuration: must be a mapping" in bad.output
+
+
 def test_an_apply_file_that_is_not_valid_names_the_line_and_field_and_exits_2(
     ctl: Ctl, tmp_path: Path
 ) -> None:

@@ -24,6 +24,7 @@ the change or its task failed; 2 the file is not valid, or the server could not 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -88,15 +89,21 @@ def _lines_of(text: str, is_json: bool) -> dict[str, int]:
     return lines
 
 
-def read_apply_file(path: Path) -> dict[str, Any]:
-    """The apply file at ``path``, checked; raises FileProblem naming the line and field at fault."""
+STDIN = Path("-")
+"""``-f -``: the file comes on standard input, as ``kubectl get -o yaml | kubectl apply -f -`` reads it."""
+
+
+def read_apply_file(file: Path) -> dict[str, Any]:
+    """The apply file at ``file`` (standard input for ``-``), checked; raises FileProblem naming the
+    line and field at fault."""
     import yaml
 
+    path = "standard input" if file == STDIN else str(file)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if file == STDIN else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise FileProblem(f"Cannot read {path}: {getattr(error, 'strerror', None) or error}.") from None
-    is_json = path.suffix == ".json"
+    is_json = file.suffix == ".json"  # YAML reads JSON too: standard input is read as YAML
     try:
         data = json.loads(text) if is_json else yaml.safe_load(text)
     except json.JSONDecodeError as error:
@@ -156,7 +163,12 @@ def read_apply_file(path: Path) -> dict[str, Any]:
 
 def apply(
     file: Annotated[
-        Path, typer.Option("--file", "-f", help="The deployment file (YAML or JSON); see docs/cli.md#apply.")
+        Path,
+        typer.Option(
+            "--file",
+            "-f",
+            help="The deployment file (YAML or JSON), or - for standard input; see docs/cli.md#apply.",
+        ),
     ],
     wait: WaitOption = False,
     timeout: WaitTimeoutOption = None,
