@@ -107,6 +107,18 @@ def test_logout_revokes_the_token_and_forgets_it(ctl: Ctl) -> None:
     assert ctl("logout", auth=False).exit_code == 2  # nothing to log out of
 
 
+def test_login_after_logout_fills_the_current_context_again(ctl: Ctl) -> None:
+    _login(ctl, "--name", "work")
+    assert ctl("logout", auth=False).exit_code == 0
+
+    again = ctl("login", "-u", "admin", "--password-stdin", input=ADMIN_PASSWORD + "\n", auth=False)
+
+    assert again.exit_code == 0, again.output
+    assert 'Context "work" is current' in again.stdout
+    contexts = json.loads(ctl("config", "get-contexts", "-o", "json", auth=False).stdout)
+    assert [(c["name"], c["current"], c["logged_in"]) for c in contexts] == [("work", True, True)]
+
+
 def test_the_environment_and_flags_override_the_config_file(ctl: Ctl) -> None:
     _login(ctl)
     other_user = ctl.server.make_user(__import__("styrmin").Role.READ_WRITE)

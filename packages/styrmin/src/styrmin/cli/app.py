@@ -164,7 +164,10 @@ def login(
         url = resolve_url(chosen)
     except ConfigurationError as error:
         raise UsageProblem(error.message) from None
-    context_name = name or st.context or context_name_for(url)
+    # A login again to the current context's server (after logout, or once its token expired) fills
+    # that context again rather than making another one beside it.
+    again = current.name if current is not None and current.server == url else None
+    context_name = name or st.context or again or context_name_for(url)
     previous = config.contexts.get(context_name)
     if username is None:
         default = previous.user if previous else None
