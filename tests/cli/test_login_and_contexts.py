@@ -50,6 +50,7 @@ def test_a_wrong_password_exits_1_and_stores_nothing(ctl: Ctl) -> None:
     )
     assert result.exit_code == 1
     assert "error: The user name or password is wrong." in result.stderr
+    assert "Log in again" not in result.stderr  # this was the login
     assert not ctl.config.exists()
 
 

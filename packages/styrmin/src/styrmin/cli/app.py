@@ -19,6 +19,7 @@ from styrmin.cli._common import (
     OutputOption,
     State,
     UsageProblem,
+    fail,
     handle_errors,
     read_secret,
     set_state,
@@ -175,7 +176,12 @@ def login(
     password = read_secret("Password", password_stdin)
     lifetime = _seconds(expires_in) if expires_in else None
     with Client(url, "", timeout=st.request_timeout) as client:
-        issued = client.login(username, password, token_name=LOGIN_TOKEN_NAME, expires_in_seconds=lifetime)
+        try:
+            issued = client.login(
+                username, password, token_name=LOGIN_TOKEN_NAME, expires_in_seconds=lifetime
+            )
+        except AuthenticationError as error:  # not "log in again": this is the login
+            fail(error.message)
     config.contexts[context_name] = Context(
         name=context_name,
         server=url,
