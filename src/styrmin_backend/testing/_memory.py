@@ -25,6 +25,8 @@ from styrmin_backend.actions.commands import (
     OUTPUT_READ_ANNOTATION,
     TASK_LABEL,
 )
+from styrmin_backend.domain.backups import check_can_back_up
+from styrmin_backend.domain.errors import Conflict
 from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec, render_image
 
@@ -307,6 +309,15 @@ class MemoryApi:
 
     async def request_backup(self, deployment: str, *, started_by_step: int) -> int:
         self._may_write()
+        spec = self._world.spec
+        try:
+            check_can_back_up(
+                deployment,
+                f"{spec.metadata.name}@{spec.metadata.version}",
+                (action.hook for action in spec.spec.actions),
+            )
+        except Conflict as refused:  # as the SDK reads the server's answer
+            raise ApiFailed(f"{refused.message} (HTTP {refused.http_status})") from None
         self._world.effects.append(BackupTaken(deployment))
         return self._world.start_task(styrmin.TaskType.BACKUP, started_by_step).id
 
