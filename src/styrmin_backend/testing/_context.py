@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import styrmin
-from styrmin_backend.actions import ActionError, GlobalContext
+from styrmin_backend.actions import GlobalContext
 from styrmin_backend.actions._backend import use_backend
+from styrmin_backend.actions.errors import action_error_text
 from styrmin_backend.domain.backups import backup_key
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.drivers import (
@@ -215,10 +216,8 @@ class Context:
                 if inspect.isawaitable(returned):
                     returned = await returned
                 result.returned = returned
-            except ActionError as error:
-                result.error, result.exception = str(error), error
-            except Exception as error:  # an action's own failure fails its step too
-                result.error, result.exception = f"{type(error).__name__}: {error}", error
+            except Exception as error:  # a primitive's ActionError, or the action's own failure
+                result.error, result.exception = action_error_text(error), error
         result.state = backend.state
         result.started_tasks = [
             styrmin.StartedTask(id=t.id, type=t.type, status=t.status, error=t.error) for t in backend.started
