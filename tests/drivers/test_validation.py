@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from styrmin_backend.drivers import DriverReport, validate_driver
+from styrmin_drivers.validation import validate_driver as validate_without_chart
 from tests.drivers.conftest import ACTIONS, EXAMPLE_DRIVER, SPEC, MakeDriver, write_driver
 
 SPEC_WITHOUT_ACTIONS = SPEC.split("  actions:")[0]
@@ -372,6 +373,30 @@ def test_parameters_with_defaults_or_that_styrmin_passes_are_valid(
     report = validate_driver(make_driver(spec, actions=None, files={"a.py": source}))
 
     assert report.valid, report.text()
+
+
+def test_a_missing_chart_folder_is_reported_offline_naming_its_path(make_driver: MakeDriver) -> None:
+    root = make_driver(SPEC.replace("spec:\n", "spec:\n  chart: {path: charts/mine}\n", 1))
+
+    report = validate_without_chart(root)
+
+    assert [str(p).split(": ", 1)[1] for p in report.problems] == [
+        "charts/mine/ is not a folder of the driver; put the Helm chart there, or fix spec.chart.path."
+    ]
+
+
+def test_a_chart_folder_without_chart_yaml_is_reported_once_without_helm(make_driver: MakeDriver) -> None:
+    root = make_driver(SPEC.replace("spec:\n", "spec:\n  chart: {path: charts/mine}\n", 1))
+    (root / "charts" / "mine").mkdir(parents=True)
+
+    offline, remote = validate_without_chart(root), validate_driver(root)
+
+    expected = (
+        "charts/mine/Chart.yaml is missing: there is no Helm chart in charts/mine/; add the chart's "
+        "Chart.yaml, or fix spec.chart.path."
+    )
+    assert [str(p).split(": ", 1)[1] for p in offline.problems] == [expected]
+    assert [str(p).split(": ", 1)[1] for p in remote.problems] == [expected]
 
 
 def test_validation_leaves_no_bytecode_in_the_driver(make_driver: MakeDriver) -> None:
