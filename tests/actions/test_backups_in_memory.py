@@ -7,6 +7,8 @@ import pytest
 
 from styrmin_backend.actions import GlobalContext, create_backup, execute_backup_commands
 from styrmin_backend.domain.backups import BACKUP_DIR_ENV
+from styrmin_backend.domain.hooks import Hook
+from styrmin_backend.drivers import SPEC_FILE_NAME, load_driver_spec
 from styrmin_backend.testing import (
     BackupTaken,
     Component,
@@ -79,3 +81,27 @@ def test_backup_commands_outside_the_backup_and_restore_hooks_say_what_to_use(ct
         "upgrade hook. Use execute_commands instead."
     )
     assert result.effects == []
+
+
+def test_create_backup_is_refused_as_the_server_refuses_it_for_a_driver_without_backup_action() -> None:
+    spec = load_driver_spec((EXAMPLE_DRIVER / SPEC_FILE_NAME).read_text())
+    without_backup = spec.model_copy(
+        update={
+            "spec": spec.spec.model_copy(
+                update={"actions": [a for a in spec.spec.actions if a.hook != Hook.BACKUP]}
+            )
+        }
+    )
+
+    async def take_backup_first(context: GlobalContext) -> None:
+        await create_backup(context=context)
+
+    result = Context(without_backup).run(take_backup_first, shop(), hook="upgrade", mode="pre")
+
+    assert result.error == (
+        'create_backup() of deployment "shop" failed: Deployment "shop" cannot be backed up: its driver '
+        f"shop@{spec.metadata.version} declares no action for the backup hook. A driver author adds one "
+        "(hook: backup) to make its deployments backed up. (HTTP 409)"
+    )
+    assert result.effects == []
+    assert result.started_tasks == []

@@ -346,3 +346,24 @@ def test_a_command_past_its_timeout_says_kubernetes_stopped_it(ctx: Context) -> 
         and "did not end within 3600 seconds, the timeout of its command" in result.error
     )
     assert result.output_tail == "migrating...\n"
+
+
+def test_a_string_command_is_scripted_by_the_string_itself(ctx: Context) -> None:
+    async def migrate(context: GlobalContext) -> None:
+        await execute_commands("shop migrate", image="example.com/shop/server:1.0.0", context=context)
+
+    result = ctx.run(migrate, shop(commands={"shop migrate": CommandOutcome(exit_code=3, output="locked\n")}))
+
+    assert result.error is not None
+    assert "exited with code 3. Its last line: locked" in result.error
+    assert result.output_tail == "locked\n"
+
+
+def test_a_failing_task_key_that_is_no_task_type_is_refused_naming_the_valid_ones() -> None:
+    with pytest.raises(ValueError) as raised:
+        State(app_version="1.0.0", failing_tasks={"Upgrade": "boom"})
+
+    assert str(raised.value) == (
+        "State(failing_tasks=...): 'Upgrade' is not a type of task an action starts; use one of "
+        "'stop', 'start', 'upgrade', 'backup', e.g. failing_tasks={\"upgrade\": \"Helm upgrade failed: ...\"}."
+    )

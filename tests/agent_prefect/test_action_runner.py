@@ -201,13 +201,13 @@ async def test_agent_settings_do_not_reach_the_action(runner: ActionRunner, driv
     assert outcome.succeeded, outcome.error
 
 
-async def test_action_that_raises_fails_with_the_exception_message(
+async def test_action_that_raises_fails_with_the_exception_type_and_message(
     runner: ActionRunner, driver_dir: Path, prefect_client: Any
 ) -> None:
     outcome = await _run(runner, driver_dir, "fails")
 
     assert not outcome.succeeded
-    assert outcome.error == "Migration 0042 failed: table users is locked"
+    assert outcome.error == "RuntimeError: Migration 0042 failed: table users is locked"
     assert (await _flow_run(prefect_client, outcome.flow_run_id)).state.is_failed()
 
 

@@ -55,7 +55,11 @@ def test_actions_of_two_drivers_with_the_same_file_name_stay_apart(make_driver: 
             "actions.py::upgrade",
             "actions.py fails to import: RuntimeError: no database (line 1)",
         ),
-        ("def broken(:\n", "actions.py::upgrade", "actions.py fails to import: SyntaxError"),
+        (
+            "\n\ndef broken(:\n",
+            "actions.py::upgrade",
+            "actions.py fails to import: SyntaxError: invalid syntax (line 3); fix the error",
+        ),
         (ACTIONS, "../outside.py::run", "../outside.py is outside the driver's folder"),
         (
             ACTIONS,

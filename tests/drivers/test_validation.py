@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from styrmin_backend.drivers import DriverReport, validate_driver
+from styrmin_drivers.validation import validate_driver as validate_without_chart
 from tests.drivers.conftest import ACTIONS, EXAMPLE_DRIVER, SPEC, MakeDriver, write_driver
 
 SPEC_WITHOUT_ACTIONS = SPEC.split("  actions:")[0]
@@ -310,6 +311,10 @@ def test_every_way_of_writing_a_flow_is_recognised(make_driver: MakeDriver, deco
         ("def run(context): ...\n", "a.py::run (a.py, line 1) is not a Prefect flow"),
         ("from prefect import task\n\n@task\ndef run(context): ...\n", "a.py::run (a.py, line 3) is not"),
         ("from prefect import flow\n\n@flow\ndef run(): ...\n", "does not accept context"),
+        (
+            "from prefect import flow\n\n@flow\ndef run(context, *, force, dry_run): ...\n",
+            "a.py::run (a.py, line 4) requires the parameters force, dry_run, which Styrmin never passes",
+        ),
         ("from other import run\n", '"run" is not defined by a def statement in a.py'),
         ("x = 1\n", 'a.py has no function "run"'),
         ("\x00", "a.py is not valid Python"),
@@ -325,6 +330,73 @@ def test_actions_that_are_not_flows_are_named_with_their_line(
     report = validate_driver(make_driver(spec, actions=None, files={"a.py": source}))
     assert len(report.problems) == 1
     assert message in str(report.problems[0])
+
+
+def test_a_required_parameter_styrmin_never_passes_is_named_with_its_line(make_driver: MakeDriver) -> None:
+    spec = (
+        SPEC_WITHOUT_ACTIONS
+        + '  actions:\n    - {name: run, hook: backup, mode: pre, location: "a.py::run"}\n'
+    )
+    source = (
+        "from prefect import flow\n\n@flow\ndef run(context, target_version,\n        dry_run: bool): ...\n"
+    )
+
+    report = validate_driver(make_driver(spec, actions=None, files={"a.py": source}))
+
+    assert [str(problem).split(": ", 1)[1] for problem in report.problems] == [
+        "a.py::run (a.py, line 5) requires the parameter dry_run, which Styrmin never passes: an action "
+        "receives only context and target_version (each when it declares it). Give dry_run a default "
+        "value, or remove it."
+    ]
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        "context",
+        "context, target_version",
+        "target_version, context",
+        "context, dry_run: bool = False, *, force=None",
+        "context, *args, **kwargs",
+        "**parameters",
+    ],
+)
+def test_parameters_with_defaults_or_that_styrmin_passes_are_valid(
+    make_driver: MakeDriver, signature: str
+) -> None:
+    spec = (
+        SPEC_WITHOUT_ACTIONS
+        + '  actions:\n    - {name: run, hook: backup, mode: pre, location: "a.py::run"}\n'
+    )
+    source = f"from prefect import flow\n\n@flow\nasync def run({signature}): ...\n"
+
+    report = validate_driver(make_driver(spec, actions=None, files={"a.py": source}))
+
+    assert report.valid, report.text()
+
+
+def test_a_missing_chart_folder_is_reported_offline_naming_its_path(make_driver: MakeDriver) -> None:
+    root = make_driver(SPEC.replace("spec:\n", "spec:\n  chart: {path: charts/mine}\n", 1))
+
+    report = validate_without_chart(root)
+
+    assert [str(p).split(": ", 1)[1] for p in report.problems] == [
+        "charts/mine/ is not a folder of the driver; put the Helm chart there, or fix spec.chart.path."
+    ]
+
+
+def test_a_chart_folder_without_chart_yaml_is_reported_once_without_helm(make_driver: MakeDriver) -> None:
+    root = make_driver(SPEC.replace("spec:\n", "spec:\n  chart: {path: charts/mine}\n", 1))
+    (root / "charts" / "mine").mkdir(parents=True)
+
+    offline, remote = validate_without_chart(root), validate_driver(root)
+
+    expected = (
+        "charts/mine/Chart.yaml is missing: there is no Helm chart in charts/mine/; add the chart's "
+        "Chart.yaml, or fix spec.chart.path."
+    )
+    assert [str(p).split(": ", 1)[1] for p in offline.problems] == [expected]
+    assert [str(p).split(": ", 1)[1] for p in remote.problems] == [expected]
 
 
 def test_validation_leaves_no_bytecode_in_the_driver(make_driver: MakeDriver) -> None:

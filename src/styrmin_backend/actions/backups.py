@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import styrmin
+from styrmin_backend.actions._arguments import check_context, checked_command_arguments
 from styrmin_backend.actions._backend import backend_for
 from styrmin_backend.actions._rules import calling_api
 from styrmin_backend.actions.commands import DEFAULT_COMMAND_TIMEOUT_SECONDS, CommandResult, execute_commands
@@ -38,9 +39,13 @@ async def execute_backup_commands(
     itself; files left in the folder are uploaded by the agent.
 
     Raises:
-        ActionError: called outside the backup and restore hooks, or as ``execute_commands`` raises.
+        ActionError: an argument is wrong, called outside the backup and restore hooks, or as
+            ``execute_commands`` raises.
         CommandFailed: the command failed; the end of its output is stored on the hook step.
     """
+    _, extra_env, timeout = checked_command_arguments(
+        "execute_backup_commands", command, image, context, env_from_component, env, timeout
+    )
     if context.backup_folder is None:
         raise ActionError(
             f"execute_backup_commands runs only in the backup and restore hooks; this action runs in the "
@@ -52,7 +57,7 @@ async def execute_backup_commands(
         image=image,
         context=context,
         env_from_component=env_from_component,
-        env={**(env or {}), **context.backup_env, BACKUP_DIR_ENV: context.backup_folder},
+        env={**extra_env, **context.backup_env, BACKUP_DIR_ENV: context.backup_folder},
         timeout=timeout,
         _env_from_secrets=[secret] if secret else [],
     )
@@ -68,8 +73,10 @@ async def create_backup(context: GlobalContext) -> styrmin.Task:
         The ended Backup task, which succeeded.
 
     Raises:
-        ActionError: the API refused (e.g. the driver declares no backup action) or the backup failed.
+        ActionError: context is not a GlobalContext, the API refused (e.g. the driver declares no
+            backup action) or the backup failed.
     """
+    check_context("create_backup", context)
     backend = backend_for(context)
     doing = f'create_backup() of deployment "{context.deployment_name}"'
     async with calling_api(backend, doing):

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from styrmin_backend.actions._arguments import checked_command_arguments
 from styrmin_backend.actions._backend import (
     ActionBackend,
     ActionJob,
@@ -101,19 +102,19 @@ async def execute_commands(
         env_from_component: a component whose container's env (and envFrom) the Job gets, as its
             workload has them, with the user's env vars of the new configuration set on top.
         env: more env vars, set last.
-        timeout: seconds the command may run; then Kubernetes stops it and the action fails.
+        timeout: seconds the command may run (at least 1); then Kubernetes stops it and the action fails.
 
     Returns:
         The exit code (0) and the end of the output.
 
     Raises:
-        ActionError: a Job of an earlier action of the deployment is still running, or the Job
-            could not be started.
+        ActionError: an argument is wrong (checked before anything is created), a Job of an earlier
+            action of the deployment is still running, or the Job could not be started.
         CommandFailed: the command failed; the end of its output is stored on the hook step.
     """
-    argv = ["sh", "-c", command] if isinstance(command, str) else [str(part) for part in command]
-    if not argv:
-        raise ActionError("execute_commands needs a command; give e.g. ['shop', 'migrate'].")
+    argv, extra_env, timeout = checked_command_arguments(
+        "execute_commands", command, image, context, env_from_component, env, timeout
+    )
     doing = f'execute_commands({shlex.join(argv)!r}) of deployment "{context.deployment_name}"'
     backend = backend_for(context)
     cluster = backend.cluster
@@ -127,7 +128,7 @@ async def execute_commands(
                 container_env, env_from = await _component_env(backend, context, env_from_component)
         finally:
             await clearing  # its error (a Job of an earlier action still running) comes first
-        container_env = _set_env(container_env, env or {})
+        container_env = _set_env(container_env, extra_env)
         env_from = [*env_from, *({"secretRef": {"name": name}} for name in _env_from_secrets)]
         for _ in range(3):  # a random suffix that is taken: draw another
             job_name = _job_name(context.deployment_name, argv)
@@ -288,7 +289,7 @@ def _job_manifest(
         "metadata": {"name": name, "namespace": context.namespace, "labels": labels},
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": max(1, int(timeout)),
+            "activeDeadlineSeconds": int(timeout),
             "template": {
                 "metadata": {"labels": {**labels, JOB_NAME_LABEL: name}},
                 "spec": {"restartPolicy": "Never", "containers": [container]},

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 
 import styrmin
+from styrmin_backend.actions._arguments import check_context, check_name, checked_components
 from styrmin_backend.actions._backend import ActionBackend, backend_for
 from styrmin_backend.actions._rules import calling_api
 from styrmin_backend.actions.context import GlobalContext
@@ -26,7 +27,8 @@ async def stop_components(components: Sequence[str], context: GlobalContext) -> 
         The ended task, which succeeded.
 
     Raises:
-        ActionError: the API refused the call, or the task failed (its error is in the message).
+        ActionError: an argument is wrong, the API refused the call, or the task failed (its error is
+            in the message).
     """
     return await _set_components(components, context, running=False)
 
@@ -38,7 +40,8 @@ async def start_components(components: Sequence[str], context: GlobalContext) ->
         The ended task, which succeeded.
 
     Raises:
-        ActionError: the API refused the call, or the task failed (its error is in the message).
+        ActionError: an argument is wrong, the API refused the call, or the task failed (its error is
+            in the message).
     """
     return await _set_components(components, context, running=True)
 
@@ -53,8 +56,13 @@ async def upgrade_deployment_version(target_version: str, context: GlobalContext
         The ended task, which succeeded; None when there was nothing to upgrade.
 
     Raises:
-        ActionError: the API refused the call, or the task failed (its error is in the message).
+        ActionError: an argument is wrong, the API refused the call, or the task failed (its error is
+            in the message).
     """
+    check_name(
+        "upgrade_deployment_version", "target_version", target_version, "target_version=target_version"
+    )
+    check_context("upgrade_deployment_version", context)
     backend = backend_for(context)
     doing = f'upgrade_deployment_version("{target_version}") of deployment "{context.deployment_name}"'
     async with calling_api(backend, doing):
@@ -75,10 +83,10 @@ async def upgrade_deployment_version(target_version: str, context: GlobalContext
 async def _set_components(
     components: Sequence[str], context: GlobalContext, *, running: bool
 ) -> styrmin.Task:
-    if isinstance(components, str):
-        components = [components]
-    backend = backend_for(context)
     name = "start_components" if running else "stop_components"
+    components = checked_components(name, components)
+    check_context(name, context)
+    backend = backend_for(context)
     doing = f'{name}({json.dumps(list(components))}) of deployment "{context.deployment_name}"'
     async with calling_api(backend, doing):
         task_id = await backend.api.request_components(

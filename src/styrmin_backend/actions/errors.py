@@ -32,3 +32,23 @@ class CommandFailed(ActionError):
         self.exit_code = exit_code
         self.output_tail = output_tail
         self.output_truncated = output_truncated
+
+
+def action_error_text(error: BaseException) -> str:
+    """An action's exception as its hook step shows it, after "Action NAME failed: ".
+
+    A primitive's :class:`ActionError` already says what failed and what to do: its message, as it
+    is. Any other exception is the action's own, and its message alone may not say what it is (a
+    ``KeyError('server')`` reads ``'server'``): its type's name comes first.
+
+    >>> action_error_text(ActionError("Job shop-migrate-7f3c failed."))
+    'Job shop-migrate-7f3c failed.'
+    >>> action_error_text(KeyError("server"))
+    "KeyError: 'server'"
+    >>> action_error_text(RuntimeError())
+    'RuntimeError'
+    """
+    message = str(error)
+    if isinstance(error, ActionError):
+        return message or type(error).__name__
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__

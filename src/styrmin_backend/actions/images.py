@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from styrmin_backend.actions._arguments import check_context, check_name
 from styrmin_backend.actions._backend import backend_for
 from styrmin_backend.actions._rules import (
     calling_api,
@@ -22,8 +23,11 @@ async def get_component_images(component: str, context: GlobalContext) -> list[s
     ``{{ app.version }}`` set to the target version, even before the override reaches the workload.
 
     Raises:
-        ActionError: the driver has no such component, or its workload is not in the cluster.
+        ActionError: an argument is wrong, the driver has no such component, or its workload is not
+            in the cluster.
     """
+    check_name("get_component_images", "component", component, "'server'")
+    check_context("get_component_images", context)
     backend = backend_for(context)
     async with calling_api(backend, f'get_component_images("{component}")'):
         spec = await driver_spec(backend, context)

@@ -52,7 +52,8 @@ def chart_problems(folder: Path, parsed: ParsedSpec) -> list[DriverProblem]:
         return [
             parsed.problem(
                 chart_loc,
-                f"the chart in {where} does not render with its default values: {error}. Fix the chart.",
+                f"the chart in {where} does not render with its default values: {str(error).rstrip('.')}. "
+                "Fix the chart.",
             )
         ]
     problems = []

@@ -51,7 +51,7 @@ def _load_function(driver_dir: Path, location: str | Action) -> Any:
     except ScriptError as error:
         cause = error.user_exc
         raise ActionLoadError(
-            f"{file} fails to import: {type(cause).__name__}: {cause}{_line_of(cause, path)}; "
+            f"{file} fails to import: {type(cause).__name__}: {_message(cause)}{_line_of(cause, path)}; "
             "fix the error, and make sure every module it imports is installed where Styrmin runs.",
             file_failed=True,
         ) from None
@@ -70,6 +70,13 @@ def _where(function: Any) -> str:
     except (OSError, TypeError):
         return ""
     return f" ({file}, line {line})"
+
+
+def _message(error: BaseException) -> str:
+    """The error's message without the file and line a SyntaxError adds to it (``_line_of`` gives the line)."""
+    if isinstance(error, SyntaxError) and error.msg:
+        return error.msg
+    return str(error)
 
 
 def _line_of(error: BaseException, path: Path) -> str:

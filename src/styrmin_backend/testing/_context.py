@@ -21,13 +21,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import styrmin
-from styrmin_backend.actions import ActionError, GlobalContext
+from styrmin_backend.actions import GlobalContext
 from styrmin_backend.actions._backend import use_backend
+from styrmin_backend.actions.errors import action_error_text
 from styrmin_backend.domain.backups import backup_key
 from styrmin_backend.domain.hooks import Hook, Mode, hook_step_name
 from styrmin_backend.drivers import (
@@ -39,6 +41,7 @@ from styrmin_backend.drivers import (
     load_driver_spec,
 )
 from styrmin_backend.testing._memory import Effect, MemoryBackend, NoteAdded, OutputStored, State
+from styrmin_backend.testing._modules import DriverModules
 
 DEPLOYMENT_ID = 1
 TASK_ID = 100
@@ -109,6 +112,8 @@ class Context:
         else:
             self.folder = Path(driver)
             self.spec = load_driver_spec((self.folder / SPEC_FILE_NAME).read_text())
+        # Its own modules (helpers.py), apart from another Context's driver's of the same name.
+        self._modules = DriverModules(self.folder) if self.folder is not None else None
         self.deployment = deployment
         self._functions: dict[str, Callable[..., Any]] = {}
 
@@ -205,16 +210,14 @@ class Context:
         result = Result(state, backend.effects, [], context, log=backend.messages)
         from prefect.logging import disable_run_logger
 
-        with use_backend(backend), disable_run_logger():
+        with use_backend(backend), disable_run_logger(), self._own_modules():
             try:
                 returned = function(**arguments)
                 if inspect.isawaitable(returned):
                     returned = await returned
                 result.returned = returned
-            except ActionError as error:
-                result.error, result.exception = str(error), error
-            except Exception as error:  # an action's own failure fails its step too
-                result.error, result.exception = f"{type(error).__name__}: {error}", error
+            except Exception as error:  # a primitive's ActionError, or the action's own failure
+                result.error, result.exception = action_error_text(error), error
         result.state = backend.state
         result.started_tasks = [
             styrmin.StartedTask(id=t.id, type=t.type, status=t.status, error=t.error) for t in backend.started
@@ -237,8 +240,13 @@ class Context:
         if self.folder is None:
             raise ValueError("Context(spec) has no folder to load actions from; pass the function itself.")
         if declared.location not in self._functions:
-            self._functions[declared.location] = load_action_flow(self.folder, declared).fn
+            with self._own_modules():
+                self._functions[declared.location] = load_action_flow(self.folder, declared).fn
         return self._functions[declared.location]
+
+    def _own_modules(self) -> AbstractContextManager[None]:
+        """The driver's own modules importable while an action loads or runs (see ``_modules``)."""
+        return self._modules.active() if self._modules is not None else nullcontext()
 
 
 BACKUP_ID = 1

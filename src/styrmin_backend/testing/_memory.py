@@ -25,6 +25,8 @@ from styrmin_backend.actions.commands import (
     OUTPUT_READ_ANNOTATION,
     TASK_LABEL,
 )
+from styrmin_backend.domain.backups import check_can_back_up
+from styrmin_backend.domain.errors import Conflict
 from styrmin_backend.domain.users import ACTIONS_USERNAME
 from styrmin_backend.drivers import DeploymentConfiguration, DriverSpec, render_image
 
@@ -81,14 +83,27 @@ class CommandOutcome:
     timed_out: bool = False
 
 
+_STARTED_TASK_TYPES = tuple(
+    t.value
+    for t in (
+        styrmin.TaskType.STOP,
+        styrmin.TaskType.START,
+        styrmin.TaskType.UPGRADE,
+        styrmin.TaskType.BACKUP,
+    )
+)
+"""The types of the tasks the primitives start: the keys ``State.failing_tasks`` takes."""
+
+
 @dataclass(frozen=True)
 class State:
     """A deployment as the primitives see it, before (given by the test) or after (returned) an action.
 
     ``configuration`` is the configuration its workloads have; the change's new one is passed to
-    :meth:`Context.run`. ``commands`` says how a command ends, keyed by the command as a shell line
-    (``"shop migrate"``); other commands succeed without output. ``failing_tasks`` makes the task of a
-    type (``"upgrade"``) fail with that error. ``actions_user`` is what an administrator did to
+    :meth:`Context.run`. ``commands`` says how a command ends, keyed by the command as a shell line:
+    a list by its words joined as a shell would read them (``"shop migrate"``), a string command by the
+    string itself; other commands succeed without output. ``failing_tasks`` makes the task of a type
+    (``"stop"``, ``"start"``, ``"upgrade"``, ``"backup"``) fail with that error; another key is refused. ``actions_user`` is what an administrator did to
     ``styrmin-actions``.
     """
 
@@ -100,6 +115,15 @@ class State:
     commands: Mapping[str, CommandOutcome] = field(default_factory=dict)
     failing_tasks: Mapping[str, str] = field(default_factory=dict)
     actions_user: Literal["read-write", "read-only", "deactivated"] = "read-write"
+
+    def __post_init__(self) -> None:
+        unknown = [key for key in self.failing_tasks if key not in _STARTED_TASK_TYPES]
+        if unknown:
+            raise ValueError(
+                f"State(failing_tasks=...): {', '.join(repr(key) for key in unknown)} is not a type of task "
+                f"an action starts; use one of {', '.join(repr(t) for t in _STARTED_TASK_TYPES)}, "
+                'e.g. failing_tasks={"upgrade": "Helm upgrade failed: ..."}.'
+            )
 
     def component(self, name: str) -> Component:
         """The component ``name``; raises KeyError."""
@@ -285,6 +309,15 @@ class MemoryApi:
 
     async def request_backup(self, deployment: str, *, started_by_step: int) -> int:
         self._may_write()
+        spec = self._world.spec
+        try:
+            check_can_back_up(
+                deployment,
+                f"{spec.metadata.name}@{spec.metadata.version}",
+                (action.hook for action in spec.spec.actions),
+            )
+        except Conflict as refused:  # as the SDK reads the server's answer
+            raise ApiFailed(f"{refused.message} (HTTP {refused.http_status})") from None
         self._world.effects.append(BackupTaken(deployment))
         return self._world.start_task(styrmin.TaskType.BACKUP, started_by_step).id
 
@@ -504,7 +537,16 @@ class MemoryBackend:
         self.state = replace(self.state, jobs=[job if j.name == job.name else j for j in self.state.jobs])
 
     def outcome(self, command: Sequence[str]) -> CommandOutcome:
-        return self.state.commands.get(shlex.join(command), CommandOutcome())
+        """How ``command`` (the Job's argv) ends, as ``State.commands`` says.
+
+        A string command reaches the Job as ``sh -c STRING``: it is found under the string itself,
+        then, as any list, under its words joined as a shell line.
+        """
+        commands = self.state.commands
+        argv = list(command)
+        if len(argv) == 3 and argv[:2] == ["sh", "-c"] and argv[2] in commands:
+            return commands[argv[2]]
+        return commands.get(shlex.join(argv), CommandOutcome())
 
     def action_job(self, job: Job) -> ActionJob:
         labels = {DEPLOYMENT_LABEL: self.deployment, ACTION_JOB_LABEL: "true", TASK_LABEL: str(job.task_id)}

@@ -14,6 +14,13 @@ import pytest
 from styrmin_backend.testing._stack import StyrminStack
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The marker the docs tell authors to put on whole-stack tests: known, so --strict-markers passes.
+    config.addinivalue_line(
+        "markers", "slow: starts a whole Styrmin (StyrminStack); skip these with -m 'not slow'"
+    )
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--styrmin-catalog",

@@ -3,7 +3,8 @@
 The server validates drivers that anyone signed in may upload, so it must not import them: importing
 a module runs its code with the server's rights. The file is parsed with :mod:`ast` instead, and the
 function is looked up among the file's top-level definitions: it must be decorated as a Prefect
-flow (``@flow``, ``@flow(...)``, ``@prefect.flow``, or an alias of them) and accept ``context``.
+flow (``@flow``, ``@flow(...)``, ``@prefect.flow``, or an alias of them), accept ``context``, and need
+no parameter the agent does not pass (it passes only :data:`ACTION_PARAMETERS`, each when declared).
 What only running the code can show (a module that is not installed, an error at import time) shows
 when the action runs in the agent, and offline with ``styrmin_backend.testing``.
 """
@@ -17,6 +18,9 @@ from styrmin_drivers.loading import ActionLoadError, action_file, split_location
 from styrmin_drivers.spec import Action
 
 _PREFECT_FLOW = "prefect.flow"
+
+ACTION_PARAMETERS = ("context", "target_version")
+"""The parameters the agent passes an action, by name, each only when the function declares it."""
 
 
 def check_action_source(driver_dir: Path, location: str | Action) -> None:
@@ -50,6 +54,15 @@ def check_action_source(driver_dir: Path, location: str | Action) -> None:
         raise ActionLoadError(
             f"{where} does not accept context; add a parameter `context: GlobalContext`, through which "
             "Styrmin passes the deployment's context."
+        )
+    unpassed = _required_parameters_never_passed(definition.args)
+    if unpassed:
+        names = ", ".join(argument.arg for argument in unpassed)
+        plural = "s" if len(unpassed) > 1 else ""
+        raise ActionLoadError(
+            f"{text} ({Path(file).name}, line {unpassed[0].lineno}) requires the parameter{plural} {names}, "
+            f"which Styrmin never passes: an action receives only {' and '.join(ACTION_PARAMETERS)} "
+            f"(each when it declares it). Give {names} a default value, or remove {'them' if plural else 'it'}."
         )
 
 
@@ -124,6 +137,24 @@ def _dotted(node: ast.expr) -> str | None:
 def _accepts_context(arguments: ast.arguments) -> bool:
     named = [*arguments.args, *arguments.kwonlyargs]
     return arguments.kwarg is not None or any(argument.arg == "context" for argument in named)
+
+
+def _required_parameters_never_passed(arguments: ast.arguments) -> list[ast.arg]:
+    """The parameters without a default that the agent does not pass: it passes ACTION_PARAMETERS by
+    name, so a positional-only parameter is never passed either."""
+    positional = [*arguments.posonlyargs, *arguments.args]
+    required = positional[: len(positional) - len(arguments.defaults)]
+    unpassed = [
+        argument
+        for argument in required
+        if argument in arguments.posonlyargs or argument.arg not in ACTION_PARAMETERS
+    ]
+    unpassed += [
+        argument
+        for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+        if default is None and argument.arg not in ACTION_PARAMETERS
+    ]
+    return unpassed
 
 
 def _first_line(definition: ast.FunctionDef | ast.AsyncFunctionDef) -> int:

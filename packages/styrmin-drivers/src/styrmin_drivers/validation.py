@@ -90,11 +90,30 @@ def _validate_folder(folder: Path, chart_check: ChartCheck | None) -> DriverRepo
         )
     parsed = parse_driver_spec(text)
 
-    problems = list(parsed.problems) + _action_problems(folder, parsed)
-    if chart_check is not None:
+    chart = _chart_folder_problems(folder, parsed)
+    problems = list(parsed.problems) + chart + _action_problems(folder, parsed)
+    if chart_check is not None and not chart:
         problems += chart_check(folder, parsed)
     problems.sort(key=lambda p: (p.file != SPEC_FILE_NAME, p.line or 0))
     return _report(parsed, problems)
+
+
+def _chart_folder_problems(folder: Path, parsed: ParsedSpec) -> list[DriverProblem]:
+    """A chart folder that is missing, or has no Chart.yaml: found without Helm, offline too."""
+    if parsed.chart is None:
+        return []  # the spec's own problems say why
+    path = parsed.chart.path.rstrip("/")
+    chart_dir = folder / path
+    if not chart_dir.is_dir():
+        message = f"{path}/ is not a folder of the driver; put the Helm chart there, or fix spec.chart.path."
+    elif not (chart_dir / "Chart.yaml").is_file():
+        message = (
+            f"{path}/Chart.yaml is missing: there is no Helm chart in {path}/; add the chart's "
+            "Chart.yaml, or fix spec.chart.path."
+        )
+    else:
+        return []
+    return [parsed.problem(("spec", "chart", "path"), message)]
 
 
 def _action_problems(folder: Path, parsed: ParsedSpec) -> list[DriverProblem]:

@@ -153,7 +153,9 @@ async def _end_message(state: Any) -> dict[str, Any]:
         if inspect.isawaitable(result):
             result = await result
         if isinstance(result, BaseException):
-            error = str(result) or type(result).__name__
+            from styrmin_backend.actions.errors import action_error_text
+
+            error = action_error_text(result)  # as Context.run of styrmin_backend.testing gives it
     return {"succeeded": False, "state": state.type.value, "error": error}
 
 
