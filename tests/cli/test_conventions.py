@@ -107,6 +107,18 @@ def test_list_commands_print_names_a_wider_table_and_filter_on_the_server(ctl: C
     assert json.loads(refused.stdout)["error"]["code"] == "invalid"
 
 
+def test_get_commands_print_kind_slash_name_as_kubectl_does(ctl: Ctl) -> None:
+    name = ctl.deployment()
+    (task,) = ctl("tasks", "list", "-d", name, "-o", "name").stdout.splitlines()
+
+    assert ctl("deployments", "get", name, "-o", "name").stdout == f"deployment/{name}\n"
+    assert ctl("tasks", "get", task.removeprefix("task/"), "-o", "name").stdout == f"{task}\n"
+    assert ctl("drivers", "get", "demo@2.0.0", "-o", "name").stdout == "driver/demo@2.0.0\n"
+    assert ctl("users", "get", "admin", "-o", "name").stdout == "user/admin\n"
+    missing = ctl("deployments", "get", "no-such-deployment", "-o", "name")  # as kubectl: an error
+    assert missing.exit_code == 1 and missing.stdout == ""
+
+
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
 def test_errors_under_a_machine_format_are_documents_with_a_stable_code(ctl: Ctl, fmt: str) -> None:
     def error_of(*args: str, **kwargs: object) -> dict[str, object]:

@@ -16,7 +16,7 @@ from rich.text import Text
 from styrmin._environment import TOKEN_ENV, URL_ENV
 from styrmin._http import RETRY_SECONDS_ENV
 from styrmin.cli.config import Config, ConfigFileError, Context, load, same_server
-from styrmin.cli.output import ListFormat, OutputFormat, dump, is_machine, make_console
+from styrmin.cli.output import GetFormat, ListFormat, OutputFormat, dump, is_machine, make_console
 from styrmin.errors import (
     APIError,
     AuthenticationError,
@@ -181,7 +181,11 @@ def error_code(error: BaseException) -> str:
 
 
 def _fail_as(
-    fmt: OutputFormat | ListFormat, error: BaseException, message: str, exit_code: int, detail: list[str]
+    fmt: OutputFormat | ListFormat | GetFormat,
+    error: BaseException,
+    message: str,
+    exit_code: int,
+    detail: list[str],
 ) -> NoReturn:
     """The error as one JSON or YAML document on stdout (nothing else is printed there), then exit."""
     body: dict[str, object] = {"code": error_code(error), "message": message, "exit_code": exit_code}
@@ -236,7 +240,7 @@ def handle_errors(function: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         def report(error: BaseException, message: str, exit_code: int, detail: list[str]) -> NoReturn:
             fmt = kwargs.get("output")
-            if isinstance(fmt, OutputFormat | ListFormat) and is_machine(fmt):
+            if isinstance(fmt, OutputFormat | ListFormat | GetFormat) and is_machine(fmt):
                 _fail_as(fmt, error, message, exit_code, detail)
             fail(message, exit_code, detail)
 
@@ -324,6 +328,15 @@ def complete_task(ctx: typer.Context, incomplete: str) -> list[str]:
 
 YesOption = Annotated[
     bool, typer.Option("--yes", "-y", help="Do it without asking (needed when stdin is not a terminal).")
+]
+GetOutputOption = Annotated[
+    GetFormat,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Print as text (for people), name (KIND/NAME, as kubectl), json or yaml (the API's fields).",
+        case_sensitive=False,
+    ),
 ]
 ListOutputOption = Annotated[
     ListFormat,

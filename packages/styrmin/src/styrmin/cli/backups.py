@@ -11,6 +11,7 @@ from rich.text import Text
 
 from styrmin.cli._common import (
     EXIT_FAILED,
+    GetOutputOption,
     ListOutputOption,
     OutputOption,
     WaitOption,
@@ -21,7 +22,7 @@ from styrmin.cli._common import (
     handle_errors,
     state,
 )
-from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
+from styrmin.cli.output import GetFormat, ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.progress import finish_change
 from styrmin.cli.render import _field, _table, age, clean, status, when
 
@@ -159,11 +160,13 @@ def list_backups(
 
 @app.command()
 @handle_errors
-def get(backup_id: BackupArgument, output: OutputOption = OutputFormat.TEXT) -> None:
+def get(backup_id: BackupArgument, output: GetOutputOption = GetFormat.TEXT) -> None:
     """Show a backup: versions, status, and each file with its size and sha256."""
     with state().client() as client:
         backup = client.backups.get(backup_id)
-    if is_machine(output):
+    if output == GetFormat.NAME:
+        emit_names("backup", [str(backup.id)])
+    elif is_machine(output):
         emit(backup, output)
     else:
         make_console().print(backup_detail(backup), soft_wrap=True)

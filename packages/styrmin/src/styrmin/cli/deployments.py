@@ -12,6 +12,7 @@ import typer
 
 from styrmin.cli._common import (
     PLAIN_HELP,
+    GetOutputOption,
     ListOutputOption,
     OutputOption,
     UsageProblem,
@@ -24,7 +25,7 @@ from styrmin.cli._common import (
     state,
     stdin_is_terminal,
 )
-from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
+from styrmin.cli.output import GetFormat, ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.preview import DryRunOption, show_preview
 from styrmin.cli.progress import finish_change
 from styrmin.cli.render import deployment_detail, deployments_table
@@ -358,10 +359,13 @@ def list_deployments(
 
 @app.command()
 @handle_errors
-def get(name: NameArgument, output: OutputOption = OutputFormat.TEXT) -> None:
+def get(name: NameArgument, output: GetOutputOption = GetFormat.TEXT) -> None:
     """Show a deployment: versions, status, configuration and its latest tasks."""
     with state().client() as client:
         deployment = client.deployments.get(name)
+        if output == GetFormat.NAME:
+            emit_names("deployment", [deployment.name])
+            return
         if is_machine(output):
             emit(deployment, output)
             return

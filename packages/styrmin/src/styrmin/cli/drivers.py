@@ -11,13 +11,14 @@ from rich.text import Text
 from styrmin.cli._common import (
     EXIT_FAILED,
     PLAIN_HELP,
+    GetOutputOption,
     ListOutputOption,
     OutputOption,
     UsageProblem,
     handle_errors,
     state,
 )
-from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
+from styrmin.cli.output import GetFormat, ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.render import clean, driver_detail, drivers_table, report_lines
 from styrmin.errors import InvalidDriverError, ValidationError
 
@@ -141,7 +142,7 @@ def list_drivers(
 def get(
     name: Annotated[str, typer.Argument(help="The driver's name, or NAME@VERSION.", show_default=False)],
     version: Annotated[str | None, typer.Argument(help="The version.", show_default=False)] = None,
-    output: OutputOption = OutputFormat.TEXT,
+    output: GetOutputOption = GetFormat.TEXT,
 ) -> None:
     """Show a driver version: its application, components and actions."""
     if version is None:
@@ -150,7 +151,9 @@ def get(
             raise UsageProblem("Give the version: styrminctl drivers get NAME VERSION (or NAME@VERSION).")
     with state().client() as client:
         driver = client.drivers.get(name, version)
-    if is_machine(output):
+    if output == GetFormat.NAME:
+        emit_names("driver", [f"{driver.name}@{driver.version}"])
+    elif is_machine(output):
         emit(driver, output)
     else:
         make_console().print(driver_detail(driver), soft_wrap=True)

@@ -21,6 +21,15 @@ class OutputFormat(StrEnum):
     YAML = "yaml"
 
 
+class GetFormat(StrEnum):
+    """How a get command prints the one object it read: for people, as ``KIND/NAME``, JSON or YAML."""
+
+    TEXT = "text"
+    NAME = "name"
+    JSON = "json"
+    YAML = "yaml"
+
+
 class ListFormat(StrEnum):
     """How a list command prints: a table, a wider table, one KIND/NAME a line, JSON or YAML."""
 
@@ -55,7 +64,7 @@ def plain(data: Any) -> Any:
     return data
 
 
-def dump(data: Any, fmt: OutputFormat | ListFormat) -> str:
+def dump(data: Any, fmt: OutputFormat | ListFormat | GetFormat) -> str:
     """``data`` as JSON (2-space indent) or YAML (fields in the API's order)."""
     value = plain(data)
     if fmt == OutputFormat.YAML:
@@ -65,13 +74,13 @@ def dump(data: Any, fmt: OutputFormat | ListFormat) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
 
-def emit(data: Any, fmt: OutputFormat | ListFormat) -> None:
+def emit(data: Any, fmt: OutputFormat | ListFormat | GetFormat) -> None:
     """Write ``data`` to stdout as ``fmt`` (never through Rich, so no markup or wrapping applies)."""
     sys.stdout.write(dump(data, fmt))
     sys.stdout.flush()
 
 
-def is_machine(fmt: OutputFormat | ListFormat | None) -> bool:
+def is_machine(fmt: OutputFormat | ListFormat | GetFormat | None) -> bool:
     """Whether ``fmt`` is JSON or YAML (the API's fields, for programs)."""
     return fmt is not None and fmt in (OutputFormat.JSON, OutputFormat.YAML)
 

@@ -11,6 +11,7 @@ from rich.text import Text
 from styrmin._enums import TaskStatus, TaskType
 from styrmin.cli._common import (
     PLAIN_HELP,
+    GetOutputOption,
     ListOutputOption,
     OutputOption,
     WaitOption,
@@ -24,7 +25,7 @@ from styrmin.cli._common import (
     poll_interval,
     state,
 )
-from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
+from styrmin.cli.output import GetFormat, ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.progress import finish_change, show_task, wait_live
 from styrmin.cli.render import task_detail, tasks_table
 
@@ -79,13 +80,16 @@ def list_tasks(
 
 @app.command()
 @handle_errors
-def get(task_id: TaskArgument, output: OutputOption = OutputFormat.TEXT) -> None:
+def get(task_id: TaskArgument, output: GetOutputOption = GetFormat.TEXT) -> None:
     """Show a task: type, status, who asked, origin, result, then each step with its error, notes, output
     and the tasks it started. Exit code 0 whenever the task could be read, failed or not (`tasks wait`
     exits 1 for a failed task)."""
     with state().client() as client:
         task = client.tasks.get(task_id)
-    show_task(task, output, fail_when_failed=False)
+    if output == GetFormat.NAME:
+        emit_names("task", [str(task.id)])
+        return
+    show_task(task, OutputFormat(output), fail_when_failed=False)
 
 
 @app.command()

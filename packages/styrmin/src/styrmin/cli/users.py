@@ -8,8 +8,16 @@ import typer
 from rich.text import Text
 
 from styrmin._enums import Role
-from styrmin.cli._common import PLAIN_HELP, ListOutputOption, OutputOption, handle_errors, read_secret, state
-from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
+from styrmin.cli._common import (
+    PLAIN_HELP,
+    GetOutputOption,
+    ListOutputOption,
+    OutputOption,
+    handle_errors,
+    read_secret,
+    state,
+)
+from styrmin.cli.output import GetFormat, ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
 from styrmin.cli.render import ROLE_LABELS, clean, user_line, users_table
 
 if TYPE_CHECKING:
@@ -49,11 +57,13 @@ def list_users(output: ListOutputOption = ListFormat.TEXT) -> None:
 
 @app.command()
 @handle_errors
-def get(username: UserArgument, output: OutputOption = OutputFormat.TEXT) -> None:
+def get(username: UserArgument, output: GetOutputOption = GetFormat.TEXT) -> None:
     """Show one user."""
     with state().client() as client:
         user = client.users.get(username)
-    if is_machine(output):
+    if output == GetFormat.NAME:
+        emit_names("user", [user.username])
+    elif is_machine(output):
         emit(user, output)
     else:
         make_console().print(users_table([user]))
