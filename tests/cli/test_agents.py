@@ -78,10 +78,20 @@ def test_register_as_json_and_list(live_server: LiveServer, env: dict[str, str])
     assert made.returncode == 0, made.stderr
     body = json.loads(made.stdout)
     assert body["agent"]["name"] == name and body["key"].startswith("sta_") and len(body["install"]) == 3
-    listed = styrminctl("agents", "list", env=env)
-    assert f"{name}  cluster edge  never-connected  0 processes connected" in listed.stdout
+    listed = styrminctl("agents", "list", env=env).stdout.splitlines()
+    assert listed[0].split() == ["NAME", "CLUSTER", "STATE", "LAST", "SEEN", "PROCESSES", "AGE"]
+    (row,) = [line.split() for line in listed if line.startswith(f"{name} ")]
+    assert row[:5] == [name, "edge", "never-connected", "never", "0"]
+    assert styrminctl("agents", "list", "-o", "wide", env=env).stdout.splitlines()[0].split()[-1] == "RUNNING"
     assert styrminctl("agents", "revoke", name, "--yes", env=env).returncode == 0
-    assert f"{name}  cluster edge  revoked" in styrminctl("agents", "list", env=env).stdout
+    (row,) = [
+        line.split()
+        for line in styrminctl("agents", "list", env=env).stdout.splitlines()
+        if line.startswith(name)
+    ]
+    assert row[:3] == [name, "edge", "revoked"]
+    nowhere = styrminctl("agents", "list", "--cluster", "nowhere", env=env)
+    assert nowhere.returncode == 0 and nowhere.stdout == "No agents match.\n"
 
 
 def _notes(values: dict[str, object]) -> str:

@@ -9,7 +9,7 @@ import typer
 
 from styrmin.cli._common import ListOutputOption, OutputOption, YesOption, confirm, handle_errors, state
 from styrmin.cli.output import ListFormat, OutputFormat, emit, emit_names, is_machine, make_console
-from styrmin.models import Agent
+from styrmin.cli.render import agents_table
 
 app = typer.Typer(help="Agents, one or more per cluster (needs the Admin role).", no_args_is_help=True)
 
@@ -158,26 +158,13 @@ def list_agents(
     if output == ListFormat.NAME:
         emit_names("agent", [a.name for a in found])
         return
-    console = make_console()
-    for agent in found:
-        # An older server has no state: what its answer says is still worth a word.
-        said = agent.state or ("revoked" if agent.revoked else "")
-        seen = f"  last seen {agent.last_seen_at.isoformat(timespec='seconds')}" if agent.last_seen_at else ""
-        console.print(
-            f"{agent.name}  cluster {agent.cluster}  {said}{seen}  {_processes(agent)}",
-            markup=False,
+    if not found:
+        make_console().print(
+            "No agents match." if cluster else "No agents yet; register one: styrminctl agents register NAME",
             soft_wrap=True,
         )
-
-
-def _processes(agent: Agent) -> str:
-    """How many of the agent's processes are connected, and the tasks they run."""
-    count = len(agent.processes)
-    said = f"{count} process{'' if count == 1 else 'es'} connected"
-    running = [task for process in agent.processes for task in process.running_tasks]
-    if running:
-        said += f", running task{'' if len(running) == 1 else 's'} " + ", ".join(map(str, running))
-    return said
+        return
+    make_console().print(agents_table(found, wide=output == ListFormat.WIDE))
 
 
 @app.command()

@@ -19,6 +19,7 @@ from styrmin._enums import TaskStatus
 
 if TYPE_CHECKING:
     from styrmin.models import (
+        Agent,
         Change,
         Deployment,
         Driver,
@@ -461,6 +462,29 @@ def report_lines(report: DriverReport) -> list[str]:
 # --- users -------------------------------------------------------------------------------------
 
 ROLE_LABELS = {"admin": "Admin", "read-write": "Read/write", "read-only": "Read-only"}
+
+
+def agents_table(agents: Sequence[Agent], wide: bool = False) -> Table:
+    """The agents as ``agents list`` shows them; ``wide`` adds each connected process and its tasks."""
+    table = _table(
+        "NAME", "CLUSTER", "STATE", "LAST SEEN", "PROCESSES", "AGE", *(["RUNNING"] if wide else [])
+    )
+    for a in agents:
+        # An older server answers no state: what its answer says is still worth a word.
+        state = a.state or ("revoked" if a.revoked else "-")
+        running = [task for process in a.processes for task in process.running_tasks]
+        row: list[str | Text] = [
+            clean(a.name),
+            clean(a.cluster),
+            status(state),
+            age(a.last_seen_at) if a.last_seen_at else "never",
+            str(len(a.processes)),
+            age(a.created_at),
+        ]
+        if wide:
+            row.append(", ".join(f"task {task}" for task in running) or "-")
+        table.add_row(*row)
+    return table
 
 
 def users_table(users: Sequence[User]) -> Table:
