@@ -25,6 +25,8 @@ def test_a_driver_named_without_a_version_takes_the_newest_and_says_which(ctl: C
     assert "Using driver demo@2.0.0, the newest of 2" in created.stderr
     missing = ctl("deployments", "create", unique("x"), "--driver", "nosuchdriver")
     assert missing.exit_code == 2 and 'There is no driver "nosuchdriver"' in missing.stderr
+    twice = ctl("deployments", "create", unique("x"), "--driver", "demo@1.0.0", "--driver-version", "2.0.0")
+    assert twice.exit_code == 2 and "give the version once" in twice.stderr  # was: no driver "demo@1.0.0"
 
 
 def _record_backup(server: LiveServer, deployment: str, status: str) -> int:

@@ -296,6 +296,11 @@ def create(
     """Create a deployment of a driver's application (of the driver's newest version unless named)."""
     if driver_version is None:
         driver, _, driver_version = driver.partition("@")
+    elif "@" in driver:
+        raise UsageProblem(
+            f'--driver "{driver}" names a version, and --driver-version "{driver_version}" another; '
+            "give the version once: --driver NAME@VERSION, or --driver NAME --driver-version VERSION."
+        )
     configuration = edit_configuration(
         _empty_configuration(), file=file, values_file=values, sets=set_values, images=image, envs=env
     )
