@@ -108,6 +108,15 @@ def test_logout_revokes_the_token_and_forgets_it(ctl: Ctl) -> None:
     assert ctl("logout", auth=False).exit_code == 2  # nothing to log out of
 
 
+def test_a_token_lifetime_out_of_range_or_unreadable_names_expires_in(ctl: Ctl) -> None:
+    for given, said in (("0", "is out of range"), ("99999d", "is out of range"), ("5x", "is not a duration")):
+        refused = ctl("login", ctl.server.url, "-u", "admin", "--password-stdin", "--expires-in", given,
+                      input=ADMIN_PASSWORD + "\n", auth=False)  # fmt: skip
+        assert refused.exit_code == 2, refused.output
+        assert f'--expires-in "{given}" {said}' in refused.stderr
+    assert not ctl.config.exists()
+
+
 def test_login_after_logout_fills_the_current_context_again(ctl: Ctl) -> None:
     _login(ctl, "--name", "work")
     assert ctl("logout", auth=False).exit_code == 0

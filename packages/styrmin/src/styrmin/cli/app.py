@@ -120,11 +120,22 @@ _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+_LIFETIME_SECONDS = (60, 10 * 365 * 86400)
+"""The token lifetimes a login may ask for (the server's bounds): a minute to ten years."""
+
+
 def _seconds(text: str) -> int:
+    """``--expires-in``'s duration in seconds; raises UsageProblem naming the option."""
     match = _DURATION.match(text.strip())
     if not match:
-        raise typer.BadParameter(f'"{text}" is not a duration; write for example 3600, 90m, 12h or 30d.')
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        raise UsageProblem(
+            f'--expires-in "{text}" is not a duration; write for example 3600, 90m, 12h or 30d.'
+        )
+    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    shortest, longest = _LIFETIME_SECONDS
+    if not shortest <= seconds <= longest:
+        raise UsageProblem(f'--expires-in "{text}" is out of range; give from 60s (1m) to 3650d.')
+    return seconds
 
 
 @app.command()
@@ -153,6 +164,7 @@ def login(
     from styrmin import Client
     from styrmin._http import resolve_url
 
+    lifetime = _seconds(expires_in) if expires_in else None  # before any question is asked
     st = state()
     config = st.config()
     named = config.contexts.get(name or st.context or "")
@@ -174,7 +186,6 @@ def login(
         default = previous.user if previous else None
         username = str(typer.prompt("Username", default=default) if default else typer.prompt("Username"))
     password = read_secret("Password", password_stdin)
-    lifetime = _seconds(expires_in) if expires_in else None
     with Client(url, "", timeout=st.request_timeout) as client:
         try:
             issued = client.login(
