@@ -192,6 +192,21 @@ def test_change_errors_are_typed_with_the_field_to_fix(admin: Client, live_serve
         admin.deployments.get(unique("missing"))
     with pytest.raises(ConfigurationError):
         admin.deployments.upgrade(name)
+    # Bad arguments are the documented ConfigurationError, and nothing is sent (were: a 307 "not what
+    # Styrmin answers", a bare "Not Found", pydantic's own ValidationError and a TypeError).
+    for bad_name in ("", "..", "a/b"):
+        with pytest.raises(ConfigurationError, match="cannot name anything"):
+            admin.deployments.get(bad_name)
+    with pytest.raises(ConfigurationError, match="The configuration's values: "):
+        admin.deployments.configure(name, {"values": 3})
+    with pytest.raises(ConfigurationError, match="not int"):
+        admin.deployments.create(
+            unique("x"),
+            namespace="x",
+            driver="demo",
+            driver_version="1.0.0",
+            configuration=42,  # type: ignore[arg-type]
+        )
     reader = live_server.make_user(Role.READ_ONLY)
     with Client(live_server.url, live_server.token_for(reader)) as client:
         with pytest.raises(ForbiddenError) as caught:

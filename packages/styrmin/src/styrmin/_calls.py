@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -43,8 +43,19 @@ ConfigurationLike = Configuration | dict[str, Any]
 
 
 def _seg(value: str | int) -> str:
-    """``value`` as one path segment (a name can never reach another route)."""
-    return quote(str(value), safe="")
+    """``value`` as one path segment (a name can never reach another route).
+
+    Raises:
+        ConfigurationError: ``value`` cannot name anything (empty, ``.``, ``..`` or holding ``/``):
+            sent, it would reach another route, or none.
+    """
+    text = str(value)
+    if text in ("", ".", "..") or "/" in text:
+        raise ConfigurationError(
+            f'"{text}" cannot name anything in Styrmin (a name is not empty, ".", ".." and holds no "/"); '
+            "give the name of a deployment, driver, user or the id of a task or backup."
+        )
+    return quote(text, safe="")
 
 
 def driver_archive(source: DriverSource) -> bytes:
@@ -139,16 +150,29 @@ def download_driver(name: str, version: str) -> Call[bytes]:
 
 
 def _configuration(configuration: ConfigurationLike | None) -> dict[str, Any]:
+    """The configuration to send; raises ConfigurationError (nothing is sent) naming what is wrong."""
+    from pydantic import ValidationError as ModelError
+
     if configuration is None:
         return Configuration().model_dump(mode="json")
     if isinstance(configuration, Configuration):
         return configuration.model_dump(mode="json")
+    if not isinstance(configuration, Mapping):
+        raise ConfigurationError(
+            "A configuration is a styrmin.Configuration or a mapping with values, images and env; "
+            f"not {type(configuration).__name__}."
+        )
     unknown = set(configuration) - {"values", "images", "env"}
     if unknown:
         raise ConfigurationError(
-            f"A configuration has only values, images and env; not {', '.join(sorted(unknown))}."
+            f"A configuration has only values, images and env; not {', '.join(sorted(map(str, unknown)))}."
         )
-    return Configuration.model_validate(configuration).model_dump(mode="json")
+    try:
+        return Configuration.model_validate(configuration).model_dump(mode="json")
+    except ModelError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "configuration"
+        raise ConfigurationError(f"The configuration's {where}: {first['msg']}.") from None
 
 
 def list_deployments(
