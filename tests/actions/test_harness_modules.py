@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from styrmin_backend.testing import Context, State
@@ -46,24 +47,19 @@ def driver_with_helpers(folder: Path, name: str) -> Path:
     return folder
 
 
-def test_each_driver_runs_its_own_helpers_module(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "action",
+    ["which", "which_lazily"],
+    ids=["imported-with-the-action-file", "imported-when-the-action-runs"],
+)
+def test_each_driver_runs_its_own_helpers_module(tmp_path: Path, action: str) -> None:
     first = Context(driver_with_helpers(tmp_path / "first", "first"))
     second = Context(driver_with_helpers(tmp_path / "second", "second"))
     state = State(app_version="1.0.0")
 
-    assert first.run("which", state).returned == "first"
-    assert second.run("which", state).returned == "second"
-    assert first.run("which", state).returned == "first"
-
-
-def test_a_module_an_action_imports_when_it_runs_is_its_drivers_own(tmp_path: Path) -> None:
-    first = Context(driver_with_helpers(tmp_path / "first", "first"))
-    second = Context(driver_with_helpers(tmp_path / "second", "second"))
-    state = State(app_version="1.0.0")
-
-    assert first.run("which_lazily", state).returned == "first"
-    assert second.run("which_lazily", state).returned == "second"
-    assert first.run("which_lazily", state).returned == "first"
+    assert first.run(action, state).returned == "first"
+    assert second.run(action, state).returned == "second"
+    assert first.run(action, state).returned == "first"
 
 
 def test_a_drivers_modules_are_not_left_importable_after_its_action(tmp_path: Path) -> None:

@@ -95,6 +95,20 @@ def test_colour_unless_no_color(live_server: LiveServer, env: dict[str, str]) ->
     assert "\x1b" not in piped.stdout  # not a terminal: no escape codes at all
 
 
+def _complete(config: Path, words: str, **env: str) -> list[str]:
+    """What bash completion offers for the command line ``words`` (the cursor at its end)."""
+    result = styrminctl(
+        env={
+            "_STYRMINCTL_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split(" ")) - 1),
+            "STYRMINCTL_CONFIG": str(config),
+            **env,
+        }
+    )
+    return result.stdout.split()
+
+
 def test_shell_completion(tmp_path: Path) -> None:
     config = tmp_path / "styrminctl.yaml"
     config.write_text(
@@ -104,15 +118,7 @@ def test_shell_completion(tmp_path: Path) -> None:
     assert script.returncode == 0 and "_STYRMINCTL_COMPLETE=complete_bash" in script.stdout
 
     def complete(words: str) -> list[str]:
-        result = styrminctl(
-            env={
-                "_STYRMINCTL_COMPLETE": "complete_bash",
-                "COMP_WORDS": words,
-                "COMP_CWORD": str(len(words.split(" ")) - 1),
-                "STYRMINCTL_CONFIG": str(config),
-            }
-        )
-        return result.stdout.split()
+        return _complete(config, words)
 
     assert complete("styrminctl dep") == ["deployments"]
     assert complete("styrminctl config use-context ") == ["prod", "staging"]
@@ -198,16 +204,7 @@ def test_completion_asks_the_server_the_global_options_name(
     config.chmod(0o600)
 
     def complete(words: str) -> list[str]:
-        result = styrminctl(
-            env={
-                "_STYRMINCTL_COMPLETE": "complete_bash",
-                "COMP_WORDS": words,
-                "COMP_CWORD": str(len(words.split(" ")) - 1),
-                "STYRMINCTL_CONFIG": str(config),
-                "STYRMIN_RETRY_SECONDS": "0",
-            }
-        )
-        return result.stdout.split()
+        return _complete(config, words, STYRMIN_RETRY_SECONDS="0")
 
     by_context = complete(f"styrminctl --context live deployments get {name[:-2]}")
     by_server = complete(
