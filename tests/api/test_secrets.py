@@ -3,6 +3,7 @@ readable with their values only by the actions of the task that applies them."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -104,3 +105,30 @@ def test_a_new_secret_value_replaces_the_stored_one(stack: Stack, created: tuple
     _, token = stack.actions_token(task_id=configure_task)
     applied = stack.client.get(f"/api/v1/tasks/{configure_task}/configuration", headers=stack.headers(token))
     assert applied.json()["env"]["server"] == {"API_TOKEN": "tok-rotated-456", "LOG_LEVEL": "debug"}
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda c: c["env"]["server"].update(DATABASE_PASSWORD=c["env"]["server"].pop("API_TOKEN")),
+         "configuration.env.server.DATABASE_PASSWORD"),
+        (lambda c: c["values"].update(apiKey=SECRET_SET), "configuration.values.apiKey"),
+        (lambda c: c["values"].update(cache=f"redis://:{SECRET_SET}@cache:6379"), "configuration.values.cache"),
+    ],
+    ids=["secret-renamed", "secret-added-as-placeholder", "url-password-added-as-placeholder"],
+)  # fmt: skip
+def test_a_placeholder_where_no_secret_is_stored_is_refused_and_changes_nothing(
+    stack: Stack, created: tuple[int, str], edit: Any, field: str
+) -> None:
+    # Taken before: the workload got the text "<secret: set>" as its secret, and every page showed it as set.
+    writer = stack.headers(stack.make_user("writer", Role.READ_WRITE))
+    before = stack.client.get("/api/v1/deployments/shop", headers=writer).json()
+    shown = copy.deepcopy(before["configuration"])
+    edit(shown)
+
+    change = stack.client.put("/api/v1/deployments/shop/configuration", json=shown, headers=writer)
+
+    assert change.status_code == 422, change.text
+    assert change.json()["field"] == field
+    assert change.json()["message"].startswith(f'{field} reads "{SECRET_SET}", but no secret is stored')
+    assert stack.client.get("/api/v1/deployments/shop", headers=writer).json() == before

@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from styrmin_backend.domain.errors import InvalidInput
+
 HIDDEN_VALUE_NAME_WORDS = (
     r"passw(?:or)?d|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?"
     r"|session[_-]?key|auth[_-]?key|dsn|connection[_-]?string"
@@ -152,8 +154,39 @@ def conceal_configuration(configuration: dict[str, Any]) -> dict[str, Any]:
     return map_secret_configuration(configuration, _concealed)
 
 
+def _placeholder_at(data: Any, path: str) -> str | None:
+    """The path of the first text in ``data`` that still holds ``SECRET_SET``, else None."""
+    if isinstance(data, dict):
+        return next(
+            (p for k, v in data.items() if (p := _placeholder_at(v, f"{path}.{k}")) is not None), None
+        )
+    if isinstance(data, list):
+        return next(
+            (p for i, v in enumerate(data) if (p := _placeholder_at(v, f"{path}.{i}")) is not None), None
+        )
+    return path if isinstance(data, str) and SECRET_SET in data else None
+
+
 def keep_concealed_configuration(sent: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
-    """A configuration sent back after reading it concealed, with the secrets it kept as stored."""
+    """A configuration sent back after reading it concealed, with the secrets it kept as stored.
+
+    Raises:
+        InvalidInput: a value still reads ``SECRET_SET`` where no secret is stored to keep (a secret
+            renamed, moved or added with the placeholder as its value): stored, the workload would
+            get the placeholder's text in place of a secret.
+    """
+    kept = _kept_as_stored(sent, stored)
+    found = _placeholder_at({k: kept.get(k) for k in ("values", "env")}, "configuration")
+    if found is not None:
+        raise InvalidInput(
+            f'{found} reads "{SECRET_SET}", but no secret is stored under that name to keep (was it renamed '
+            "or added?); type the secret's value there.",
+            field=found,
+        )
+    return kept
+
+
+def _kept_as_stored(sent: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
     kept = dict(sent)
     kept["values"] = keep_concealed(sent.get("values", {}), stored.get("values", {}))
     stored_env = stored.get("env") or {}
