@@ -21,6 +21,10 @@ PREFECT_TIMEOUT_SECONDS = 10.0
 _FLOW_RUNS_LIMIT = 200
 
 
+PREFECT_LOGS_PAGE = 200
+"""The most log lines a Prefect server answers to one ``/logs/filter`` (it refuses more with 422)."""
+
+
 class PrefectLogReader:
     """The flow runs and log lines of a Prefect server at ``api_url`` (``http://host:4200/api``)."""
 
@@ -77,21 +81,29 @@ class PrefectLogReader:
         )
 
     def lines(self, flow_run_ids: Sequence[str], offset: int, limit: int) -> list[FlowRunLine]:
-        """The log lines of ``flow_run_ids`` together, oldest first, from ``offset``."""
+        """The log lines of ``flow_run_ids`` together, oldest first, from ``offset``, at most ``limit``:
+        read in pages of ``PREFECT_LOGS_PAGE`` lines, the most a Prefect server answers at once."""
         if not flow_run_ids:
             return []
-        body: dict[str, object] = {
-            "logs": {"flow_run_id": {"any_": list(flow_run_ids)}},
-            "sort": "TIMESTAMP_ASC",
-            "offset": offset,
-            "limit": limit,
-        }
-        return [
-            FlowRunLine(
-                flow_run_id=str(entry.get("flow_run_id") or ""),
-                timestamp=datetime.fromisoformat(str(entry["timestamp"]).replace("Z", "+00:00")),
-                level=int(str(entry.get("level") or 20)),
-                message=str(entry.get("message") or ""),
-            )
-            for entry in self._post("/logs/filter", body)
-        ]
+        found: list[FlowRunLine] = []
+        while len(found) < limit:
+            asked = min(PREFECT_LOGS_PAGE, limit - len(found))
+            body: dict[str, object] = {
+                "logs": {"flow_run_id": {"any_": list(flow_run_ids)}},
+                "sort": "TIMESTAMP_ASC",
+                "offset": offset + len(found),
+                "limit": asked,
+            }
+            page = [
+                FlowRunLine(
+                    flow_run_id=str(entry.get("flow_run_id") or ""),
+                    timestamp=datetime.fromisoformat(str(entry["timestamp"]).replace("Z", "+00:00")),
+                    level=int(str(entry.get("level") or 20)),
+                    message=str(entry.get("message") or ""),
+                )
+                for entry in self._post("/logs/filter", body)
+            ]
+            found += page
+            if len(page) < asked:
+                break
+        return found

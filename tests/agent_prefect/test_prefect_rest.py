@@ -196,3 +196,27 @@ def test_the_server_and_agent_process_runs_actions_without_importing_prefect(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "True []"
+
+
+def test_the_servers_log_reader_reads_past_the_200_lines_prefect_answers_at_once(
+    prefect_api_url: str,
+) -> None:
+    # The task logs page asks for 500 lines: Prefect refused the whole read (422, "limit must be less
+    # than or equal to 200"), so the page never showed a line.
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    import httpx
+
+    run = str(uuid.uuid4())
+    start = datetime(2026, 12, 7, 4, 0, tzinfo=UTC)
+    logs = [
+        {"name": "styrmin.test", "level": 20, "message": f"line {n}", "flow_run_id": run,
+         "timestamp": (start + timedelta(milliseconds=n)).isoformat()}
+        for n in range(250)
+    ]  # fmt: skip
+    assert httpx.post(f"{prefect_api_url}/logs/", json=logs, timeout=60).status_code in (200, 201)
+    reader = PrefectLogReader(prefect_api_url)
+
+    assert [line.message for line in reader.lines([run], 0, 500)] == [f"line {n}" for n in range(250)]
+    assert [line.message for line in reader.lines([run], 10, 210)] == [f"line {n}" for n in range(10, 220)]
