@@ -165,6 +165,32 @@ def test_upgrade_asks_for_confirmation_before_recording_anything(web: Stack) -> 
     assert _task_count(web) == before + 1
 
 
+@pytest.mark.parametrize("version", ["1.x!; rm", "1.0.0; echo hi", "2.0.0+build.1", "1.0-"])
+def test_an_application_version_no_tag_or_label_takes_is_refused_beside_its_field(
+    web: Stack, version: str
+) -> None:
+    # Taken by the forms before: the preview offered an image tagged "1.x!; rm", and a create was
+    # recorded that failed at Helm ("metadata.labels: Invalid value").
+    Progress(web).create("shop")
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    before = _task_count(web)
+    upgrade = web.client.post(
+        "/deployments/shop/upgrade",
+        data={"csrf_token": csrf, "app_version": version, "driver_version": "1.0.0"},
+    )
+    create = web.client.post(
+        "/new-deployment",
+        data={"csrf_token": csrf, "name": "shop-2", "namespace": "shop", "driver": "shop@1.0.0",
+              "app_version": version},
+    )  # fmt: skip
+    for page in (upgrade, create):
+        assert page.status_code == 422, page.text
+        assert re.search(
+            r'id="app_version-error">.*is not a valid application version', html.unescape(page.text)
+        )
+    assert _task_count(web) == before
+
+
 def test_upgrade_to_the_current_versions_says_no_task_was_started(web: Stack) -> None:
     progress = Progress(web)
     progress.finish_create(progress.create("shop"))

@@ -34,6 +34,23 @@ def check_namespace(namespace: str) -> None:
         )
 
 
+APP_VERSION_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$"
+"""An application version: it becomes an image tag and a Kubernetes label value, so it is what both
+take (no "+": a tag refuses it)."""
+_APP_VERSION = re.compile(APP_VERSION_PATTERN)
+
+
+def check_app_version(version: str) -> None:
+    """Raise InvalidInput unless ``version`` can be an application version (a tag and a label)."""
+    if not _APP_VERSION.fullmatch(version):
+        raise InvalidInput(
+            f'"{version}" is not a valid application version; use up to 63 letters, digits, ".", "_" or '
+            '"-", starting and ending with a letter or digit (for example 2.1.0): it becomes an image tag '
+            "and a Kubernetes label.",
+            field="app_version",
+        )
+
+
 def check_cluster_name(cluster: str) -> None:
     """Raise InvalidInput unless ``cluster`` is a valid cluster name (as agents are registered)."""
     if not _NAMESPACE.fullmatch(cluster):

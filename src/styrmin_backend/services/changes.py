@@ -12,6 +12,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from styrmin_backend.clock import utcnow
 from styrmin_backend.domain.deployments import (
+    check_app_version,
     check_cluster_name,
     check_deployment_name,
     check_namespace,
@@ -115,6 +116,8 @@ def create_deployment(
     check_deployment_name(name)
     check_namespace(namespace)
     check_cluster_name(cluster)
+    if app_version is not None:
+        check_app_version(app_version)
     driver = get_driver_info(session, driver_name, driver_version)
     _check_configuration(driver, configuration)
     existing = session.scalars(select(DeploymentRow).where(DeploymentRow.name == name)).one_or_none()
@@ -165,6 +168,8 @@ def upgrade_deployment(
         raise InvalidInput(
             "Say what to upgrade: give app_version, driver_version or both.", field="app_version"
         )
+    if app_version is not None:
+        check_app_version(app_version)
     deployment = _get_changeable(session, name)
     target_driver = driver_version or deployment.driver_version
     target_app = app_version or deployment.app_version
