@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 from fastapi.testclient import TestClient
@@ -112,3 +113,18 @@ def test_only_admins_see_or_change_agents(web: Stack) -> None:
             assert not KEY.search(refused.text)
     assert _agent_names(web) == ["edge"]
     assert _claim(web, key) == 204
+
+
+def test_a_revoked_agent_is_offered_a_restore_that_says_so(web: Stack) -> None:
+    # "New key…" silently un-revoked an agent: its confirmation spoke only of the old key.
+    csrf = login_client(web.client, "admin", ADMIN_PASSWORD)
+    with web.session() as session:
+        agents.create_agent(session, "edge", "edge")
+        agents.revoke_agent(session, "edge")
+
+    page = web.client.get("/agents")
+    asked = web.client.post("/agents/edge/key", data={"csrf_token": csrf})
+
+    assert 'aria-label="Restore agent edge with a new key"' in page.text
+    assert asked.status_code == 200
+    assert 'Agent "edge" is revoked: a new key makes it an agent again' in html.unescape(asked.text)

@@ -360,6 +360,10 @@ def test_the_deployment_page_polls_its_state_and_is_answered_only_when_it_change
     gone = web.client.get(f"/deployments/polled/state?seen={seen.group(1)}")
     assert gone.status_code == 286  # htmx stops polling
     assert "Deployment polled has been deleted." in gone.text
+    # The history stops too (it answered 404 every second, forever), as it ended: the delete its last row.
+    history = web.client.get("/deployments/polled/history?seen=x")
+    assert history.status_code == 286
+    assert f'data-task="{deleting.id}"' in history.text and "hx-trigger" not in history.text
 
 
 def test_components_show_the_images_the_cluster_still_runs_during_an_upgrade(web: Stack) -> None:

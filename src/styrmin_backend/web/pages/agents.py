@@ -112,7 +112,10 @@ def new_agent_key(request: Request, name: str, form: Form) -> Response:
                 viewer,
                 title=f'Issue a new key for agent "{name}"?',
                 lines=[
-                    "The agent's current key stops working at once: the agent running with it gets 401 "
+                    f'Agent "{name}" is revoked: a new key makes it an agent again, and the agent started '
+                    "with that key claims its cluster's tasks."
+                    if row.revoked
+                    else "The agent's current key stops working at once: the agent running with it gets 401 "
                     "until it is restarted with the new key.",
                 ],
                 action=f"/agents/{name}/key",

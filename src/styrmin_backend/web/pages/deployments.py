@@ -325,12 +325,23 @@ def _history_part(viewer: Viewer, name: str, history: tasks.TaskPage) -> PolledP
 
 @router.get("/deployments/{name}/history")
 def history_fragment(request: Request, name: str, seen: str = "") -> Response:
-    """The first page of the task history, polled by the deployment page: 204 while nothing shown changed."""
+    """The first page of the task history, polled by the deployment page: 204 while nothing shown changed,
+    286 (stop polling) once the deployment is deleted."""
     with unit(request) as session:
         viewer = viewer_of(request, session)
-        changes.read_deployment(session, name)
+        try:
+            changes.read_deployment(session, name)
+        except NotFound:
+            deleted = True  # its history stays as it ends; polling a 404 every second helped no one
+        else:
+            deleted = False
         history = tasks.list_tasks(session, deployment=name, limit=_views.HISTORY_PAGE_SIZE)
-        return polled_answer(request, viewer, _history_part(viewer, name, history), seen)
+        part = _history_part(viewer, name, history)
+        if deleted:  # the history as it ended, in an element that polls no more
+            return HTMLResponse(
+                f'<div id="{part.element_id}">{part.body}</div>', status_code=HTMX_STOP_POLLING
+            )
+        return polled_answer(request, viewer, part, seen)
 
 
 def _render_upgrade(
