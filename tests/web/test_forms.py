@@ -462,3 +462,31 @@ def test_create_asks_for_confirmation_with_a_preview_before_recording_anything(w
 
     assert done.status_code == 303 and done.headers["location"] == "/deployments/fresh"
     assert _task_count(web) == 1
+
+
+def test_a_task_cancelled_while_it_ran_says_its_agent_is_still_stopping_its_work(web: Stack) -> None:
+    # The page said "Cancelled ... left the cluster as it was" while its Helm operation went on for
+    # minutes and held the deployment's next one back.
+    from sqlalchemy import update
+
+    from styrmin_backend.clock import utcnow
+    from styrmin_backend.services import cancel
+    from styrmin_backend.store.models import TaskRow
+
+    progress = Progress(web)
+    task_id = progress.create("shop")
+    progress.start(task_id)
+    progress.step(task_id, "Install the chart")
+    with web.session() as session:
+        cancel.cancel_task(session, task_id, by="admin")
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+
+    stopping = web.client.get(f"/tasks/{task_id}")
+    assert "Its agent is still stopping its work" in stopping.text
+    assert f'hx-get="/tasks/{task_id}/live"' in stopping.text  # the page follows it until it stopped
+
+    with web.session() as session:
+        session.execute(update(TaskRow).where(TaskRow.id == task_id).values(stopped_at=utcnow()))
+    stopped = web.client.get(f"/tasks/{task_id}/live")
+    assert "Its agent is still stopping its work" not in stopped.text
+    assert f'hx-get="/tasks/{task_id}/live"' not in stopped.text

@@ -53,13 +53,21 @@ class TaskView:
 
     @property
     def live(self) -> bool:
-        """Whether the task can still change (the page then polls for its steps)."""
-        return not TaskStatus(self.task.status).ended
+        """Whether the task can still change (the page then polls for its steps): until it ends, and
+        while a cancelled task's agent has not yet stopped its work."""
+        return not TaskStatus(self.task.status).ended or self.stopping
+
+    @property
+    def stopping(self) -> bool:
+        """Cancelled while it ran, and its agent has not yet stopped the action or Helm operation it ran
+        (``stopped_at``): the deployment's next Helm operation waits for that one."""
+        task = self.task
+        return task.status == TaskStatus.CANCELLED and task.started_at is not None and task.stopped_at is None
 
     @property
     def cancellable(self) -> bool:
         """Whether the task can be cancelled (pending or running; the page then offers "Cancel task…")."""
-        return self.live
+        return not TaskStatus(self.task.status).ended
 
     @property
     def result_extra(self) -> dict[str, Any]:
