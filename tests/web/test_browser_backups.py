@@ -50,7 +50,7 @@ def test_take_a_backup_from_the_deployment_page(new_page: Any, live_server: Live
     row = page.locator("#backups").get_by_role("row", name=re.compile(f"#{backup_id}"))
     expect(row).to_contain_text("Succeeded")
     expect(row).to_contain_text("manual")
-    expect(row.get_by_role("button", name="Restore…")).to_be_visible()
+    expect(row.get_by_role("button", name=f"Restore backup {backup_id}")).to_be_visible()
     screenshot(page, "backups-section")
 
 
