@@ -18,6 +18,7 @@ modules are swapped in. A module the test imported itself before is left where i
 from __future__ import annotations
 
 import sys
+import sysconfig
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,8 +36,21 @@ class DriverModules:
     def active(self) -> Iterator[None]:
         """The driver's modules in ``sys.modules`` and its folder first on ``sys.path``, for a load or a run."""
         path_before = list(sys.path)
+        # Modules of another folder under the names of this driver's own files (a helpers.py another
+        # test or driver left in sys.modules) would answer this driver's bare imports: out of the way.
+        # Only modules of no installed code (another driver's, a test's): never the standard
+        # library's or an installed package's, whatever a driver names its files.
+        own = self._top_level_names()
+        roots = _installed_code()
+        shadowed = {
+            name: module
+            for name, module in sys.modules.items()
+            if (name in self._kept or (name.partition(".")[0] in own and _off_path(module, roots)))
+            and not self._owns(module)
+        }
+        for name in shadowed:
+            del sys.modules[name]
         names_before = set(sys.modules)
-        shadowed = {name: sys.modules[name] for name in self._kept if name in sys.modules}
         sys.modules.update(self._kept)
         sys.path.insert(0, str(self._folder))
         try:
@@ -49,6 +63,18 @@ class DriverModules:
             sys.modules.update(shadowed)
             sys.path[:] = path_before
 
+    def _top_level_names(self) -> set[str]:
+        """The names this driver's folder gives modules: its ``.py`` files and its packages."""
+        try:
+            entries = list(self._folder.iterdir())
+        except OSError:
+            return set()
+        return {
+            entry.stem if entry.suffix == ".py" else entry.name
+            for entry in entries
+            if entry.suffix == ".py" or (entry.is_dir() and (entry / "__init__.py").is_file())
+        }
+
     def _owns(self, module: ModuleType) -> bool:
         file = getattr(module, "__file__", None)
         if not file:
@@ -57,3 +83,23 @@ class DriverModules:
             return Path(file).resolve().is_relative_to(self._folder)
         except (OSError, ValueError):
             return False
+
+
+def _installed_code() -> list[Path]:
+    """The folders of the standard library and of installed packages."""
+    paths = sysconfig.get_paths()
+    return [
+        Path(paths[key]).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths
+    ]
+
+
+def _off_path(module: ModuleType, roots: list[Path]) -> bool:
+    """Whether ``module`` was loaded from a file under none of ``roots`` (installed code)."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return False
+    try:
+        path = Path(file).resolve()
+    except (OSError, ValueError):
+        return False
+    return not any(path.is_relative_to(root) for root in roots)
