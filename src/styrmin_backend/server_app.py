@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
 from sqlalchemy import Engine
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from styrmin_backend.api import LimitRequestBody, RefuseNulInRequestLine, install_api
 from styrmin_backend.memory import keep_started_objects_out_of_garbage_collections
@@ -24,7 +29,7 @@ from styrmin_backend.settings import Settings
 from styrmin_backend.store.claim_wakeups import ClaimWakeups
 from styrmin_backend.store.db import database_unavailable, make_session_factory, transaction
 from styrmin_backend.store.wakeups import LOCATION_CHECK, Waiters
-from styrmin_backend.web import install_web, refused_page
+from styrmin_backend.web import error_page, install_web, refused_page
 
 
 def create_app(settings: Settings, engine: Engine) -> FastAPI:
@@ -68,10 +73,61 @@ def create_app(settings: Settings, engine: Engine) -> FastAPI:
     app.state.flow_run_logs = lambda: PrefectLogReader(app.state.settings.effective_prefect_api_url)
     install_api(app)
     install_web(app)
+    _answer_browsers_with_pages(app)
     app.add_middleware(RefuseNulInRequestLine, page=refused_page)
     app.add_middleware(LimitRequestBody, page=refused_page)
     app.add_middleware(RequestMetrics)
     return app
+
+
+_JSON_PATHS = ("/api/", "/healthz", "/readyz", "/metrics")
+"""Where a program asks: errors there stay the API's JSON."""
+
+
+def _answer_browsers_with_pages(app: FastAPI) -> None:
+    """Answer an address no page answers, a wrong method, or an unreadable path or query value with the
+    UI's error page outside the API: a browser showed the API's JSON for them (``/nonexistent``)."""
+    json_http = app.exception_handlers[StarletteHTTPException]
+    json_invalid = app.exception_handlers[RequestValidationError]
+
+    async def http_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, StarletteHTTPException)
+        if request.url.path.startswith(_JSON_PATHS):
+            return await _answered(json_http, request, error)
+        page = error_page(request, error.status_code, _page_message(error.status_code, str(error.detail)))
+        page.headers.update(error.headers or {})
+        return page
+
+    async def invalid(request: Request, error: Exception) -> Response:
+        assert isinstance(error, RequestValidationError)
+        if request.url.path.startswith(_JSON_PATHS):
+            return await _answered(json_invalid, request, error)
+        first = error.errors()[0] if error.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ()) if part not in ("path", "query"))
+        said = str(first.get("msg", "is not valid")).removeprefix("Value error, ")
+        return error_page(request, 422, f"The address is not one Styrmin can read: {where}: {said}.")
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+
+
+async def _answered(
+    handler: Callable[[Request, Exception], Any], request: Request, error: Exception
+) -> Response:
+    """What an exception handler answers, whether it is a coroutine function or a plain one."""
+    answer = handler(request, error)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    assert isinstance(answer, Response)
+    return answer
+
+
+def _page_message(status: int, detail: str) -> str:
+    if status == 404:
+        return "No page is at this address. The deployments list links to every deployment."
+    if status == 405:
+        return "This address takes a form, not a visit: go back to the page that has it."
+    return detail
 
 
 log = logging.getLogger("styrmin.schedules")

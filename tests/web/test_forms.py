@@ -490,3 +490,21 @@ def test_a_task_cancelled_while_it_ran_says_its_agent_is_still_stopping_its_work
     stopped = web.client.get(f"/tasks/{task_id}/live")
     assert "Its agent is still stopping its work" not in stopped.text
     assert f'hx-get="/tasks/{task_id}/live"' not in stopped.text
+
+
+def test_a_browser_gets_the_uis_page_where_no_page_answers_and_programs_keep_json(web: Stack) -> None:
+    # A browser showed the API's JSON for these ({"message":"Not Found"...}).
+    login_client(web.client, "admin", ADMIN_PASSWORD)
+    for path, status, said in (
+        ("/nonexistent", 404, "No page is at this address."),
+        ("/tasks/abc", 422, "The address is not one Styrmin can read: task_id:"),
+        ("/tasks/1/retry", 405, "This address takes a form, not a visit"),
+    ):
+        page = web.client.get(path)
+        assert page.status_code == status, (path, page.text)
+        assert "text/html" in page.headers["content-type"], path
+        assert said in html.unescape(page.text), (path, page.text)
+    assert "POST" in web.client.get("/tasks/1/retry").headers["allow"]
+    for path in ("/api/v1/nonexistent", "/api/v1/tasks/abc"):
+        answer = web.client.get(path, headers=web.headers(web.token_for("admin")))
+        assert answer.headers["content-type"] == "application/json", path

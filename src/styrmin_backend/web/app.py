@@ -26,3 +26,13 @@ def refused_page(request: Request, message: str, status: int = 422) -> Response:
     """The page that refuses a request the server cannot act on (422, or 413 for a body too large),
     saying what to change."""
     return render(request, "error.html", None, status, title="The request was refused", message=message)
+
+
+_TITLES = {404: "Not found", 405: "Not allowed here"}
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    """The page a browser gets for an address no page answers (404), a method it does not take (405),
+    or path and query values a page cannot read (422): the UI's page, never the API's JSON."""
+    title = _TITLES.get(status, "The request was refused")
+    return render(request, "error.html", None, status, title=title, message=message)
